@@ -1,0 +1,399 @@
+// Package queue is SWD's local request queue: a bounded FIFO in front of the
+// application that admits at most Concurrency (m) requests to the app at
+// once, hands out its tail for transfer to other nodes, and takes a request
+// back at its original place when a transfer is refused.
+//
+// Every request is represented by a Ticket. The goroutine serving the
+// client's request owns its ticket: it Pushes it, then Waits for an Outcome:
+// either a slot at the application (Granted; it must call Done afterwards)
+// or a hand-off to a peer (Transfer; it must either finish the request
+// remotely, or PutBack the ticket and Wait again). Only the owner ever
+// answers the client, so a request is answered exactly once.
+//
+// Order: waiting tickets are ordered by (Key, sequence). Key defaults to the
+// push time in nanoseconds, which makes the queue FIFO; a transferred request
+// may be pushed with its original arrival time as key to land by age.
+//
+// Concurrency: all methods are safe for concurrent use. Load, Waiting and
+// InFlight read atomics and never take the lock, so the cluster layer can
+// read the load index on its 20 ms tick without contending with requests.
+package queue
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/swd-project/swd/internal/swderr"
+)
+
+// Sentinel errors, shared with the rest of SWD through swderr.
+var (
+	ErrQueueFull    = swderr.ErrQueueFull
+	ErrQueueTimeout = swderr.ErrQueueTimeout
+	ErrDraining     = swderr.ErrDraining
+	ErrClientGone   = swderr.ErrClientGone
+)
+
+// Config configures a Queue.
+type Config struct {
+	// Concurrency is m: the most tickets granted (in service) at once.
+	Concurrency int
+	// Limit is the most tickets waiting at once; Push beyond it fails with
+	// ErrQueueFull. Put-back tickets are always re-admitted.
+	Limit int
+	// Timeout is the longest a ticket may wait, counted from its first Push
+	// (time spent on a refused transfer counts). Zero means no limit.
+	Timeout time.Duration
+}
+
+// DefaultConfig returns the defaults documented in the interfaces spec.
+func DefaultConfig() Config {
+	return Config{Concurrency: 1, Limit: 1024, Timeout: 30 * time.Second}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	switch {
+	case c.Concurrency < 1:
+		return fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
+	case c.Limit < 1:
+		return fmt.Errorf("queue limit must be at least 1, got %d", c.Limit)
+	case c.Timeout < 0:
+		return fmt.Errorf("queue timeout must not be negative, got %s", c.Timeout)
+	}
+	return nil
+}
+
+// OutcomeKind says what a waiting ticket got.
+type OutcomeKind int
+
+const (
+	// Granted: the ticket holds an application slot; call Done when finished.
+	Granted OutcomeKind = iota + 1
+	// Transfer: the ticket was taken from the tail for transfer to Peer.
+	Transfer
+)
+
+// Outcome is what Wait returns.
+type Outcome struct {
+	Kind OutcomeKind
+	Peer string // for Transfer: the destination node's name
+}
+
+type state int
+
+const (
+	stNew state = iota
+	stWaiting
+	stGranted
+	stHandedOff
+	stGone
+)
+
+// Ticket is one request's place in the queue. Create it with NewTicket; the
+// exported fields are set by the owner before Push and not changed after.
+type Ticket struct {
+	// Transferable says whether the ticket may be handed out for transfer.
+	Transferable bool
+	// Key orders waiting tickets (lower first); zero means push time.
+	Key int64
+	// Value is the owner's payload (the buffered request), opaque here.
+	Value any
+
+	seq      uint64
+	pushed   time.Time
+	deadline time.Time
+	st       state // guarded by Queue.mu
+	elem     *list.Element
+	notify   chan Outcome // buffered(1); one send per Push/PutBack
+}
+
+// NewTicket returns a ticket ready to Push.
+func NewTicket(value any, transferable bool) *Ticket {
+	return &Ticket{Value: value, Transferable: transferable, notify: make(chan Outcome, 1)}
+}
+
+// Pushed returns when the ticket was first pushed.
+func (t *Ticket) Pushed() time.Time { return t.pushed }
+
+// Queue is a bounded FIFO with at most Concurrency tickets in service.
+type Queue struct {
+	cfg Config
+
+	mu       sync.Mutex
+	waiting  list.List // of *Ticket, ordered by (Key, seq)
+	seq      uint64
+	draining bool
+	idle     chan struct{} // closed when draining and nothing waits or runs
+
+	// Atomics mirror the guarded state for lock-free readers.
+	nWaiting  atomic.Int64
+	nInFlight atomic.Int64
+	conc      atomic.Int64
+}
+
+// New returns an empty queue. cfg must be valid.
+func New(cfg Config) (*Queue, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("queue config: %w", err)
+	}
+	q := &Queue{cfg: cfg}
+	q.conc.Store(int64(cfg.Concurrency))
+	return q, nil
+}
+
+// Load is the load index: waiting plus in service. Lock-free.
+func (q *Queue) Load() int { return int(q.nWaiting.Load() + q.nInFlight.Load()) }
+
+// Waiting is the number of tickets waiting. Lock-free.
+func (q *Queue) Waiting() int { return int(q.nWaiting.Load()) }
+
+// InFlight is the number of tickets granted and not yet Done. Lock-free.
+func (q *Queue) InFlight() int { return int(q.nInFlight.Load()) }
+
+// Concurrency is the current m. Lock-free.
+func (q *Queue) Concurrency() int { return int(q.conc.Load()) }
+
+// Config returns the queue's configuration.
+func (q *Queue) Config() Config { return q.cfg }
+
+// Push admits t. If a slot is free and nothing waits ahead of it, t is
+// granted at once (Wait returns immediately). It fails with ErrDraining or
+// ErrQueueFull; the ticket is then not in the queue.
+func (q *Queue) Push(t *Ticket) error {
+	now := time.Now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if t.st != stNew {
+		return fmt.Errorf("push: ticket already pushed")
+	}
+	if q.draining {
+		return ErrDraining
+	}
+	if q.waiting.Len() >= q.cfg.Limit && !q.slotFree() {
+		return fmt.Errorf("%w (%d waiting)", ErrQueueFull, q.waiting.Len())
+	}
+	q.seq++
+	t.seq = q.seq
+	t.pushed = now
+	if t.Key == 0 {
+		t.Key = now.UnixNano()
+	}
+	if q.cfg.Timeout > 0 {
+		t.deadline = now.Add(q.cfg.Timeout)
+	}
+	q.insert(t)
+	q.grantLocked()
+	return nil
+}
+
+// PutBack returns a ticket that was handed off for transfer (and refused) to
+// its original place in the queue. It is admitted even when the queue is full
+// or draining: it already had its place. The owner then Waits again.
+func (q *Queue) PutBack(t *Ticket) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if t.st != stHandedOff {
+		return fmt.Errorf("put back: ticket is not handed off")
+	}
+	q.insert(t)
+	q.grantLocked()
+	return nil
+}
+
+// PutBackLocal is PutBack for a ticket that must now be served here (a
+// transfer that may have started and is idempotent, so it runs locally
+// once): it is marked not transferable before it is re-queued.
+func (q *Queue) PutBackLocal(t *Ticket) error {
+	q.mu.Lock()
+	t.Transferable = false
+	q.mu.Unlock()
+	return q.PutBack(t)
+}
+
+// insert places t among the waiting tickets by (Key, seq), scanning from the
+// tail since new and returning tickets mostly belong near it.
+func (q *Queue) insert(t *Ticket) {
+	t.st = stWaiting
+	for e := q.waiting.Back(); e != nil; e = e.Prev() {
+		o := e.Value.(*Ticket)
+		if o.Key < t.Key || (o.Key == t.Key && o.seq < t.seq) {
+			t.elem = q.waiting.InsertAfter(t, e)
+			q.nWaiting.Add(1)
+			return
+		}
+	}
+	t.elem = q.waiting.PushFront(t)
+	q.nWaiting.Add(1)
+}
+
+func (q *Queue) remove(t *Ticket) {
+	q.waiting.Remove(t.elem)
+	t.elem = nil
+	q.nWaiting.Add(-1)
+}
+
+func (q *Queue) slotFree() bool { return q.nInFlight.Load() < q.conc.Load() }
+
+// grantLocked hands free slots to the head of the queue.
+func (q *Queue) grantLocked() {
+	for q.slotFree() && q.waiting.Len() > 0 {
+		t := q.waiting.Front().Value.(*Ticket)
+		q.remove(t)
+		t.st = stGranted
+		q.nInFlight.Add(1)
+		t.notify <- Outcome{Kind: Granted}
+	}
+	q.checkIdleLocked()
+}
+
+// Wait blocks until t is granted a slot or handed off for transfer. If ctx
+// ends first, t leaves the queue and Wait returns ErrClientGone; if t's
+// queue timeout passes first, ErrQueueTimeout. A ticket that was granted or
+// handed off in the same instant still reports its outcome, so no slot and
+// no hand-off is ever lost.
+func (q *Queue) Wait(ctx context.Context, t *Ticket) (Outcome, error) {
+	var timeout <-chan time.Time
+	if !t.deadline.IsZero() {
+		timer := time.NewTimer(time.Until(t.deadline))
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	select {
+	case o := <-t.notify:
+		return o, nil
+	case <-ctx.Done():
+		return q.abandon(t, fmt.Errorf("%w: %w", ErrClientGone, context.Cause(ctx)))
+	case <-timeout:
+		return q.abandon(t, fmt.Errorf("%w after %s", ErrQueueTimeout, q.cfg.Timeout))
+	}
+}
+
+// abandon removes a still-waiting ticket; if it was granted or handed off
+// concurrently, it returns that outcome instead.
+func (q *Queue) abandon(t *Ticket, err error) (Outcome, error) {
+	q.mu.Lock()
+	if t.st == stWaiting {
+		q.remove(t)
+		t.st = stGone
+		q.checkIdleLocked()
+		q.mu.Unlock()
+		return Outcome{}, err
+	}
+	q.mu.Unlock()
+	return <-t.notify, nil // sent under the lock before st changed
+}
+
+// Done releases a slot granted to a ticket and grants the next waiter.
+func (q *Queue) Done(t *Ticket) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if t.st != stGranted {
+		panic("queue: Done on a ticket that holds no slot")
+	}
+	t.st = stGone
+	q.nInFlight.Add(-1)
+	q.grantLocked()
+}
+
+// HandOff takes up to n transferable waiting tickets from the tail of the
+// queue and hands each to its owner with Outcome{Transfer, peer}. It skips
+// tickets that may not move, and returns how many it handed off.
+func (q *Queue) HandOff(n int, peer string) int {
+	if n <= 0 {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	handed := 0
+	for e := q.waiting.Back(); e != nil && handed < n; {
+		t := e.Value.(*Ticket)
+		prev := e.Prev()
+		if t.Transferable {
+			q.remove(t)
+			t.st = stHandedOff
+			t.notify <- Outcome{Kind: Transfer, Peer: peer}
+			handed++
+		}
+		e = prev
+	}
+	q.checkIdleLocked()
+	return handed
+}
+
+// Drain stops admissions: later Pushes fail with ErrDraining. Tickets
+// already queued keep being served; PutBack still works.
+func (q *Queue) Drain() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.draining = true
+	q.checkIdleLocked()
+}
+
+// Draining reports whether Drain was called.
+func (q *Queue) Draining() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.draining
+}
+
+// WaitIdle blocks until the queue is draining and nothing waits or runs, or
+// ctx ends. Handed-off tickets count as gone: their owners answer them.
+func (q *Queue) WaitIdle(ctx context.Context) error {
+	q.mu.Lock()
+	if !q.draining {
+		q.mu.Unlock()
+		return errors.New("wait idle: queue is not draining")
+	}
+	if q.idle == nil {
+		q.idle = make(chan struct{})
+		q.checkIdleLocked()
+	}
+	ch := q.idle
+	q.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (q *Queue) checkIdleLocked() {
+	if q.draining && q.idle != nil && q.waiting.Len() == 0 && q.nInFlight.Load() == 0 {
+		select {
+		case <-q.idle:
+		default:
+			close(q.idle)
+		}
+	}
+}
+
+// SetConcurrency changes m at run time and grants newly free slots.
+func (q *Queue) SetConcurrency(m int) error {
+	if m < 1 {
+		return fmt.Errorf("concurrency must be at least 1, got %d", m)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.conc.Store(int64(m))
+	q.grantLocked()
+	return nil
+}
+
+// Snapshot lists the waiting tickets' values from head to tail (for tests
+// and status pages; O(n)).
+func (q *Queue) Snapshot() []any {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]any, 0, q.waiting.Len())
+	for e := q.waiting.Front(); e != nil; e = e.Next() {
+		out = append(out, e.Value.(*Ticket).Value)
+	}
+	return out
+}
