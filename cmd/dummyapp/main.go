@@ -1,0 +1,122 @@
+// Command dummyapp is SWD's stand-in application: it spends a requested
+// service time per request, burning CPU (--mode busy) or sleeping
+// (--mode sleep). See package internal/dummyapp for the endpoints.
+//
+//	dummyapp --listen :9000 --mode busy|sleep [--name N] [--config FILE]
+//
+// Every flag also reads DUMMYAPP_<FLAG> (e.g. DUMMYAPP_MODE) and may be set
+// in the --config YAML file; flags win over environment, environment over
+// file. It stops gracefully on SIGTERM or SIGINT and then exits 0.
+//
+// Exit codes: 0 after a graceful stop, 1 on a runtime or configuration
+// error, 2 on a command-line usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/swd-project/swd/internal/config"
+	"github.com/swd-project/swd/internal/dummyapp"
+)
+
+// envPrefix is the prefix of dummyapp's environment variables.
+const envPrefix = "DUMMYAPP"
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
+}
+
+// usageError marks errors in the command line (exit code 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// run executes dummyapp with args and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+	cmd := newCommand(stderr, lookupEnv)
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "dummyapp: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "run 'dummyapp --help' for usage\n")
+		return 2
+	}
+	return 1
+}
+
+func newCommand(stderr io.Writer, lookupEnv func(string) (string, bool)) *cobra.Command {
+	cfg := dummyapp.DefaultConfig()
+	mode := string(cfg.Mode)
+	cmd := &cobra.Command{
+		Use:   "dummyapp",
+		Short: "Stand-in application: spends a requested service time per request",
+		Long: `dummyapp answers GET /work?ms=37.5 after spending 37.5 ms of service time,
+burning CPU in a calibrated loop (--mode busy) or holding the request without CPU
+(--mode sleep). GET /stats, POST /stats/reset and GET /healthz report on it.
+
+Every flag --foo-bar also reads DUMMYAPP_FOO_BAR, and --config FILE (YAML,
+keys are flag names) may set any of them; flags win over environment,
+environment over file.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unexpected arguments %q: dummyapp takes only flags", args)}
+			}
+			return nil
+		},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := config.LoadFlags(cmd.Flags(), envPrefix, lookupEnv); err != nil {
+				return err
+			}
+			cfg.Mode = dummyapp.Mode(mode)
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			logger, err := dummyapp.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			app, err := dummyapp.New(cfg, logger)
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", cfg.Listen)
+			if err != nil {
+				return fmt.Errorf("listen: %w", err)
+			}
+			return app.Serve(ctx, ln)
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP address to listen on (port 0: any free port)")
+	fs.StringVar(&mode, "mode", mode, "how to spend service time: busy (calibrated CPU loop) or sleep (timer, no CPU)")
+	fs.StringVar(&cfg.Name, "name", "", "name sent in the X-Served-By header (default: host name)")
+	fs.Float64Var(&cfg.MaxMs, "max-ms", cfg.MaxMs, "largest service time a request may ask for, in ms")
+	fs.DurationVar(&cfg.Calibration, "calibration", cfg.Calibration, "how long busy mode calibrates its loop at start")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest wait for requests in progress on SIGTERM/SIGINT")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text or json")
+	config.AddConfigFlag(fs)
+	return cmd
+}

@@ -1,0 +1,127 @@
+package dummyapp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"time"
+)
+
+// Mode is how the application spends a request's service time.
+type Mode string
+
+const (
+	// ModeBusy burns CPU in a calibrated loop (the paper's dummy application):
+	// concurrent requests compete for the CPU like a real CPU-bound server.
+	ModeBusy Mode = "busy"
+	// ModeSleep holds the request on a timer without using CPU, so that many
+	// nodes can share a small machine while queueing (swd never sends more
+	// than m requests at once) stays exact.
+	ModeSleep Mode = "sleep"
+)
+
+// ErrInvalidConfig is wrapped by every error Validate returns.
+var ErrInvalidConfig = errors.New("invalid dummyapp config")
+
+// Config is everything a dummyapp needs. The zero value is not valid: start
+// from DefaultConfig. A Config is a plain value; copy it freely.
+type Config struct {
+	// Listen is the HTTP address (host:port, port 0 for any).
+	Listen string
+	// Mode is busy or sleep.
+	Mode Mode
+	// Name goes into X-Served-By; "" means the host name.
+	Name string
+	// MaxMs is the largest service time a request may ask for, in ms.
+	MaxMs float64
+	// Calibration is how long busy mode measures its loop at start.
+	Calibration time.Duration
+	// ShutdownTimeout bounds the graceful shutdown: requests still running
+	// after it are cut off.
+	ShutdownTimeout time.Duration
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	// LogFormat is text or json.
+	LogFormat string
+}
+
+// DefaultConfig returns the defaults of the interfaces spec.
+func DefaultConfig() Config {
+	return Config{
+		Listen:          ":9000",
+		Mode:            ModeBusy,
+		Name:            hostName(),
+		MaxMs:           60000,
+		Calibration:     300 * time.Millisecond,
+		ShutdownTimeout: 10 * time.Second,
+		LogLevel:        "info",
+		LogFormat:       "text",
+	}
+}
+
+func hostName() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "dummyapp"
+}
+
+// Validate reports every problem of c at once; each error wraps
+// ErrInvalidConfig.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.Listen == "" {
+		bad("listen address is empty")
+	}
+	if c.Mode != ModeBusy && c.Mode != ModeSleep {
+		bad("mode %q: want busy or sleep", c.Mode)
+	}
+	if math.IsNaN(c.MaxMs) || math.IsInf(c.MaxMs, 0) || c.MaxMs <= 0 {
+		bad("max-ms %v: want a positive number", c.MaxMs)
+	}
+	if c.Mode == ModeBusy && c.Calibration < 10*time.Millisecond {
+		bad("calibration %v: want at least 10ms", c.Calibration)
+	}
+	if c.ShutdownTimeout < 0 {
+		bad("shutdown-timeout %v: want zero or more", c.ShutdownTimeout)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		bad("%v", err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log-format %q: want text or json", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil || s == "" {
+		return 0, fmt.Errorf("log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// NewLogger returns a slog logger writing to w at level (debug, info, warn,
+// error) in format (text or json).
+func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	l, err := parseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("log-format %q: want text or json", format)
+	}
+}

@@ -1,0 +1,273 @@
+// Package dummyapp is SWD's stand-in application: an HTTP server that spends
+// a requested service time per request, either burning CPU in a calibrated
+// loop (busy mode, the paper's dummy application) or holding the request on
+// a timer (sleep mode).
+//
+// Endpoints:
+//
+//	ANY  /work?ms=37.5  spend 37.5 ms; 200 with X-Service-Ms (actual) and
+//	                    X-Served-By; 400 for a missing or bad ms. A request
+//	                    body is read and discarded (its size is counted).
+//	GET  /stats         JSON Stats
+//	POST /stats/reset   zero served/cancelled/body_bytes, max_in_flight := in_flight
+//	GET  /healthz       200 "ok"
+//
+// Concurrency: an App is safe for concurrent use by any number of requests;
+// its counters are atomics. Stats is a snapshot whose fields are read one by
+// one, so under load they need not be mutually consistent at one instant;
+// ResetStats racing with requests may lose or keep a count of those requests.
+// Config is a plain value. Serve may be called once per App.
+package dummyapp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Response headers.
+const (
+	// HeaderServiceMs carries the service time actually spent, in ms.
+	HeaderServiceMs = "X-Service-Ms"
+	// HeaderServedBy carries Config.Name.
+	HeaderServedBy = "X-Served-By"
+)
+
+// Stats is the JSON body of GET /stats.
+type Stats struct {
+	// Served counts /work requests answered 200 since start or reset.
+	Served uint64 `json:"served"`
+	// InFlight is the number of /work requests being served now.
+	InFlight int64 `json:"in_flight"`
+	// MaxInFlight is the largest InFlight seen since start or reset.
+	MaxInFlight int64 `json:"max_in_flight"`
+	// Cancelled counts /work requests whose context ended before their
+	// service time was spent (client gone, or shutdown timeout).
+	Cancelled uint64 `json:"cancelled"`
+	// BodyBytes counts request body bytes read on /work.
+	BodyBytes uint64 `json:"body_bytes"`
+	// Mode is busy or sleep.
+	Mode Mode `json:"mode"`
+	// Name is the X-Served-By value.
+	Name string `json:"name"`
+	// CalibrationItersPerMs is the busy loop's rate (busy mode only).
+	CalibrationItersPerMs float64 `json:"calibration_iters_per_ms,omitempty"`
+}
+
+// WorkReply is the JSON body of a 200 answer of /work.
+type WorkReply struct {
+	ServedBy    string  `json:"served_by"`
+	RequestedMs float64 `json:"requested_ms"`
+	ServiceMs   float64 `json:"service_ms"`
+	BodyBytes   int64   `json:"body_bytes"`
+}
+
+// App is the dummy application; it is an http.Handler.
+type App struct {
+	cfg        Config
+	log        *slog.Logger
+	itersPerMs float64 // busy mode only
+	mux        *http.ServeMux
+
+	served      atomic.Uint64
+	cancelled   atomic.Uint64
+	bodyBytes   atomic.Uint64
+	inFlight    atomic.Int64
+	maxInFlight atomic.Int64
+	serving     atomic.Bool
+}
+
+// New validates cfg and returns an App. In busy mode it first calibrates
+// the loop for cfg.Calibration (burning one CPU meanwhile) and logs the
+// result at info. A nil logger discards logs.
+func New(cfg Config, logger *slog.Logger) (*App, error) {
+	if cfg.Name == "" {
+		cfg.Name = hostName()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	a := &App{cfg: cfg, log: logger}
+	if cfg.Mode == ModeBusy {
+		a.itersPerMs = Calibrate(cfg.Calibration)
+		logger.Info("calibrated busy loop", "iters_per_ms", math.Round(a.itersPerMs), "took", cfg.Calibration.String())
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/work", a.handleWork)
+	mux.HandleFunc("GET /stats", a.handleStats)
+	mux.HandleFunc("POST /stats/reset", a.handleReset)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok")
+	})
+	a.mux = mux
+	return a, nil
+}
+
+// Config returns the App's configuration (with Name filled in).
+func (a *App) Config() Config { return a.cfg }
+
+// ItersPerMs returns the calibrated busy-loop rate (0 in sleep mode).
+func (a *App) ItersPerMs() float64 { return a.itersPerMs }
+
+// ServeHTTP sets X-Served-By on every answer and routes the request.
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(HeaderServedBy, a.cfg.Name)
+	a.mux.ServeHTTP(w, r)
+}
+
+// Stats returns a snapshot of the counters.
+func (a *App) Stats() Stats {
+	return Stats{
+		Served:                a.served.Load(),
+		InFlight:              a.inFlight.Load(),
+		MaxInFlight:           a.maxInFlight.Load(),
+		Cancelled:             a.cancelled.Load(),
+		BodyBytes:             a.bodyBytes.Load(),
+		Mode:                  a.cfg.Mode,
+		Name:                  a.cfg.Name,
+		CalibrationItersPerMs: a.itersPerMs,
+	}
+}
+
+// ResetStats zeroes served, cancelled and body_bytes and sets max_in_flight
+// to the current in_flight (requests still running stay counted there).
+func (a *App) ResetStats() {
+	a.served.Store(0)
+	a.cancelled.Store(0)
+	a.bodyBytes.Store(0)
+	a.maxInFlight.Store(a.inFlight.Load())
+}
+
+// ParseMs parses the ms parameter of /work: a finite decimal number in
+// [0, maxMs].
+func ParseMs(raw string, maxMs float64) (float64, error) {
+	if raw == "" {
+		return 0, errors.New("missing ms parameter: want /work?ms=N (milliseconds)")
+	}
+	ms, err := strconv.ParseFloat(raw, 64)
+	if err != nil {
+		return 0, fmt.Errorf("ms %q is not a number", raw)
+	}
+	switch {
+	case math.IsNaN(ms) || math.IsInf(ms, 0):
+		return 0, fmt.Errorf("ms %q is not a finite number", raw)
+	case ms < 0:
+		return 0, fmt.Errorf("ms %q is negative", raw)
+	case ms > maxMs:
+		return 0, fmt.Errorf("ms %q exceeds the maximum %v", raw, maxMs)
+	}
+	return ms, nil
+}
+
+func (a *App) handleWork(w http.ResponseWriter, r *http.Request) {
+	ms, err := ParseMs(r.URL.Query().Get("ms"), a.cfg.MaxMs)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+
+	n := a.inFlight.Add(1)
+	defer a.inFlight.Add(-1)
+	for {
+		m := a.maxInFlight.Load()
+		if n <= m || a.maxInFlight.CompareAndSwap(m, n) {
+			break
+		}
+	}
+
+	body, err := io.Copy(io.Discard, r.Body)
+	a.bodyBytes.Add(uint64(body))
+	if err != nil {
+		http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+
+	ctx := r.Context()
+	start := time.Now()
+	if a.cfg.Mode == ModeBusy {
+		err = burn(ctx, ms, a.itersPerMs)
+	} else {
+		err = hold(ctx, ms)
+	}
+	// rounded up to the microsecond, so it is never below the requested ms
+	spent := math.Ceil(float64(time.Since(start))/float64(time.Microsecond)) / 1000
+	if err != nil {
+		a.cancelled.Add(1)
+		a.log.Debug("work cancelled", "requested_ms", ms, "spent_ms", spent, "err", err)
+		http.Error(w, "request cancelled: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	a.served.Add(1)
+
+	w.Header().Set(HeaderServiceMs, strconv.FormatFloat(spent, 'f', 3, 64))
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(WorkReply{
+		ServedBy:    a.cfg.Name,
+		RequestedMs: ms,
+		ServiceMs:   spent,
+		BodyBytes:   body,
+	})
+	a.log.Debug("work done", "requested_ms", ms, "spent_ms", spent, "body_bytes", body)
+}
+
+func (a *App) handleStats(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(a.Stats())
+}
+
+func (a *App) handleReset(w http.ResponseWriter, _ *http.Request) {
+	a.ResetStats()
+	a.handleStats(w, nil)
+}
+
+// Serve answers HTTP on ln until ctx is done, then shuts down gracefully:
+// it stops accepting, lets requests in progress finish for up to
+// Config.ShutdownTimeout, and cuts off the rest. It logs "listening" with
+// the address at info first. It returns nil after a graceful shutdown, an
+// error wrapping context.DeadlineExceeded if requests had to be cut off,
+// and the server's error if serving failed. It closes ln.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	if !a.serving.CompareAndSwap(false, true) {
+		_ = ln.Close()
+		return errors.New("dummyapp: serve called twice")
+	}
+	srv := &http.Server{
+		Handler:           a,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	a.log.Info("listening", "addr", ln.Addr().String(), "mode", string(a.cfg.Mode), "name", a.cfg.Name)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	a.log.Info("shutting down", "in_flight", a.inFlight.Load(), "timeout", a.cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-errc // http.ErrServerClosed once Shutdown has begun
+	if err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("graceful shutdown: %w", err)
+	}
+	a.log.Info("stopped", "served", a.served.Load())
+	return nil
+}
