@@ -77,6 +77,9 @@ const (
 	Granted OutcomeKind = iota + 1
 	// Transfer: the ticket was taken from the tail for transfer to Peer.
 	Transfer
+	// Evicted: the queue gave up on the ticket (Evict at the end of a
+	// drain); Wait reports it as ErrDraining.
+	Evicted
 )
 
 // Outcome is what Wait returns.
@@ -266,6 +269,9 @@ func (q *Queue) Wait(ctx context.Context, t *Ticket) (Outcome, error) {
 	}
 	select {
 	case o := <-t.notify:
+		if o.Kind == Evicted {
+			return Outcome{}, fmt.Errorf("%w: evicted from the queue", ErrDraining)
+		}
 		return o, nil
 	case <-ctx.Done():
 		return q.abandon(t, fmt.Errorf("%w: %w", ErrClientGone, context.Cause(ctx)))
@@ -286,7 +292,11 @@ func (q *Queue) abandon(t *Ticket, err error) (Outcome, error) {
 		return Outcome{}, err
 	}
 	q.mu.Unlock()
-	return <-t.notify, nil // sent under the lock before st changed
+	o := <-t.notify // sent under the lock before st changed
+	if o.Kind == Evicted {
+		return Outcome{}, fmt.Errorf("%w: evicted from the queue", ErrDraining)
+	}
+	return o, nil
 }
 
 // Done releases a slot granted to a ticket and grants the next waiter.
@@ -333,6 +343,24 @@ func (q *Queue) Drain() {
 	defer q.mu.Unlock()
 	q.draining = true
 	q.checkIdleLocked()
+}
+
+// Evict removes every waiting ticket; their Waits fail with ErrDraining so
+// their owners answer 503. Used when a drain runs out of time. It returns
+// how many tickets were evicted.
+func (q *Queue) Evict() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for e := q.waiting.Front(); e != nil; e = q.waiting.Front() {
+		t := e.Value.(*Ticket)
+		q.remove(t)
+		t.st = stGone
+		t.notify <- Outcome{Kind: Evicted}
+		n++
+	}
+	q.checkIdleLocked()
+	return n
 }
 
 // Draining reports whether Drain was called.

@@ -1,0 +1,253 @@
+// Package control implements SWD's Control gRPC service (status, nodes,
+// policy get/set with cluster-wide epochs, drain) and its access control.
+//
+// A cluster-wide policy switch is stamped with an epoch higher than any the
+// node knows of, applied locally, then sent to every other member
+// concurrently with a deadline of one second; each member's result is
+// reported, and a member that is down is reported as failed, not waited on.
+// Members that miss the call (or join later) adopt the epoch from gossip.
+//
+// Access: when a token is configured, every Control call must carry it as
+// "authorization: Bearer TOKEN" metadata, else it fails with
+// Unauthenticated. The Transfer service is not covered by the token (it is
+// protected by mTLS and membership checks).
+//
+// Concurrency: Service is safe for concurrent use.
+package control
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/swd-project/swd/internal/policy"
+	"github.com/swd-project/swd/internal/swderr"
+	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+)
+
+// PolicyState is the policy a node runs.
+type PolicyState struct {
+	Name               string
+	Epoch              int64
+	ActivationInterval time.Duration
+}
+
+// ToProto converts s to its wire form.
+func (s PolicyState) ToProto() *swdv1.PolicyState {
+	return &swdv1.PolicyState{Name: s.Name, Epoch: s.Epoch, ActivationIntervalNanos: int64(s.ActivationInterval)}
+}
+
+// Target is a member to send a cluster-wide change to.
+type Target struct {
+	Name     string
+	GRPCAddr string
+}
+
+// Node is what the service needs from the daemon.
+type Node interface {
+	Status() *swdv1.StatusResponse
+	Members() []*swdv1.Member
+	Policy() PolicyState
+	// ApplyPolicy adopts the policy if epoch is higher than the current
+	// one (or equal with the same name: idempotent) and returns the state
+	// in force afterwards.
+	ApplyPolicy(name string, epoch int64, activation time.Duration) (PolicyState, error)
+	// NextEpoch returns an epoch higher than any this node has seen.
+	NextEpoch() int64
+	// Others lists the other members (nodes and dispatchers).
+	Others() []Target
+	// Conn returns a (cached) connection to a member's gRPC address.
+	Conn(addr string) (*grpc.ClientConn, error)
+	// Drain starts a graceful drain and returns what was queued.
+	Drain() (waiting, inFlight int)
+}
+
+// Config configures the service.
+type Config struct {
+	// Token, if set, is required on every call.
+	Token string
+	// FanoutTimeout bounds each member's call in a cluster-wide switch.
+	FanoutTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config { return Config{FanoutTimeout: time.Second} }
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	if c.FanoutTimeout <= 0 {
+		return fmt.Errorf("control: fan-out timeout must be positive, got %s", c.FanoutTimeout)
+	}
+	if strings.ContainsAny(c.Token, " \t\r\n") {
+		return errors.New("control: token must not contain whitespace")
+	}
+	return nil
+}
+
+// Service implements swdv1.ControlServer.
+type Service struct {
+	swdv1.UnimplementedControlServer
+	cfg  Config
+	node Node
+}
+
+var _ swdv1.ControlServer = (*Service)(nil)
+
+// New returns the Control service for node.
+func New(cfg Config, node Node) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, node: node}, nil
+}
+
+// Status implements Control.Status.
+func (s *Service) Status(context.Context, *swdv1.StatusRequest) (*swdv1.StatusResponse, error) {
+	return s.node.Status(), nil
+}
+
+// Nodes implements Control.Nodes.
+func (s *Service) Nodes(context.Context, *swdv1.NodesRequest) (*swdv1.NodesResponse, error) {
+	return &swdv1.NodesResponse{Members: s.node.Members()}, nil
+}
+
+// GetPolicy implements Control.GetPolicy.
+func (s *Service) GetPolicy(context.Context, *swdv1.GetPolicyRequest) (*swdv1.PolicyState, error) {
+	return s.node.Policy().ToProto(), nil
+}
+
+// SetPolicy implements Control.SetPolicy.
+func (s *Service) SetPolicy(ctx context.Context, req *swdv1.SetPolicyRequest) (*swdv1.SetPolicyResponse, error) {
+	if _, err := policy.Lookup(req.GetName()); err != nil {
+		return nil, swderr.ToGRPC(err)
+	}
+	if req.GetActivationIntervalNanos() < 0 {
+		return nil, status.Error(codes.InvalidArgument, "activation interval must not be negative")
+	}
+	act := time.Duration(req.GetActivationIntervalNanos())
+	if act == 0 {
+		act = s.node.Policy().ActivationInterval
+	}
+	epoch := req.GetEpoch()
+	if epoch == 0 {
+		epoch = s.node.NextEpoch()
+	}
+	self := s.node.Status()
+	local := s.apply(self.GetNode(), "local", req.GetName(), epoch, act)
+	resp := &swdv1.SetPolicyResponse{Results: []*swdv1.NodeResult{local}}
+	if !req.GetCluster() {
+		if !local.GetOk() {
+			return nil, status.Error(codes.FailedPrecondition, local.GetError())
+		}
+		return resp, nil
+	}
+	others := s.node.Others()
+	results := make([]*swdv1.NodeResult, len(others))
+	var wg sync.WaitGroup
+	for i, t := range others {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = s.remote(ctx, t, req.GetName(), epoch, act)
+		}()
+	}
+	wg.Wait()
+	sort.Slice(results, func(i, j int) bool { return results[i].GetNode() < results[j].GetNode() })
+	resp.Results = append(resp.Results, results...)
+	return resp, nil
+}
+
+func (s *Service) apply(node, addr, name string, epoch int64, act time.Duration) *swdv1.NodeResult {
+	st, err := s.node.ApplyPolicy(name, epoch, act)
+	r := &swdv1.NodeResult{Node: node, Addr: addr, Ok: err == nil, State: st.ToProto()}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	return r
+}
+
+func (s *Service) remote(ctx context.Context, t Target, name string, epoch int64, act time.Duration) *swdv1.NodeResult {
+	r := &swdv1.NodeResult{Node: t.Name, Addr: t.GRPCAddr}
+	cc, err := s.node.Conn(t.GRPCAddr)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.FanoutTimeout)
+	defer cancel()
+	if s.cfg.Token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+s.cfg.Token)
+	}
+	resp, err := swdv1.NewControlClient(cc).SetPolicy(ctx, &swdv1.SetPolicyRequest{
+		Name: name, Epoch: epoch, ActivationIntervalNanos: int64(act),
+	}, grpc.WaitForReady(false))
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	if len(resp.GetResults()) > 0 {
+		got := resp.GetResults()[0]
+		r.Ok, r.Error, r.State = got.GetOk(), got.GetError(), got.GetState()
+	}
+	return r
+}
+
+// Drain implements Control.Drain.
+func (s *Service) Drain(context.Context, *swdv1.DrainRequest) (*swdv1.DrainResponse, error) {
+	w, f := s.node.Drain()
+	return &swdv1.DrainResponse{Waiting: int64(w), InFlight: int64(f)}, nil
+}
+
+// controlPrefix is the full method prefix the token guards.
+const controlPrefix = "/swd.v1.Control/"
+
+// UnaryAuth returns an interceptor that checks the token on Control calls.
+// With an empty token it allows everything.
+func UnaryAuth(token string) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := checkToken(ctx, token, info.FullMethod); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+func checkToken(ctx context.Context, token, method string) error {
+	if token == "" || !strings.HasPrefix(method, controlPrefix) {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		got, ok := strings.CutPrefix(v, "Bearer ")
+		if ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
+			return nil
+		}
+	}
+	return status.Error(codes.Unauthenticated, "missing or wrong control token: pass --token or set SWD_CONTROL_TOKEN")
+}
+
+// TokenCredentials attaches a bearer token to every call of a client
+// connection (for swdctl and loadgen).
+type TokenCredentials struct {
+	Token string
+	// Secure requires transport security (set when using TLS).
+	Secure bool
+}
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (c TokenCredentials) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + c.Token}, nil
+}
+
+// RequireTransportSecurity implements credentials.PerRPCCredentials.
+func (c TokenCredentials) RequireTransportSecurity() bool { return c.Secure }

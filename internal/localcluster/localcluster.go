@@ -1,0 +1,491 @@
+// Package localcluster starts a loopback SWD cluster as real processes: N
+// dummyapp + N swd, optionally a dispatcher, on free ports. `swdctl local
+// up`, the load generator's --local, `make demo` and the end-to-end tests
+// all use it.
+//
+// Children die with the launcher: each is started with Linux's
+// parent-death signal (SIGKILL) from one OS thread that stays locked for the
+// cluster's life, so even a SIGKILLed launcher leaves no process behind.
+//
+// Concurrency: a Cluster's methods are safe for concurrent use.
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+)
+
+// Config configures a local cluster.
+type Config struct {
+	// Nodes is how many swd + dummyapp pairs to start.
+	Nodes int
+	// AppMode is dummyapp's --mode: "sleep" (default) or "busy".
+	AppMode string
+	// Dispatcher also starts `swd --role dispatcher`.
+	Dispatcher bool
+	// Policy is every node's initial --policy.
+	Policy string
+	// Concurrency is every node's m.
+	Concurrency int
+	// BinDir holds the swd and dummyapp binaries (default: the directory
+	// of the running executable).
+	BinDir string
+	// LogDir, if set, receives one log file per process; else logs are
+	// discarded.
+	LogDir string
+	// ReadyTimeout bounds the wait for every node to see every other.
+	ReadyTimeout time.Duration
+	// SwdArgs are extra flags for every swd (nodes and dispatcher).
+	SwdArgs []string
+	// NamePrefix names nodes PREFIX-0, PREFIX-1, ... (default "node").
+	NamePrefix string
+}
+
+// DefaultConfig returns a 4-node sleep-mode cluster running nu.
+func DefaultConfig() Config {
+	return Config{Nodes: 4, AppMode: "sleep", Policy: "nu", Concurrency: 1, ReadyTimeout: 30 * time.Second, NamePrefix: "node"}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	switch {
+	case c.Nodes < 1 || c.Nodes > 256:
+		return fmt.Errorf("nodes must be between 1 and 256, got %d", c.Nodes)
+	case c.AppMode != "sleep" && c.AppMode != "busy":
+		return fmt.Errorf("app mode must be sleep or busy, got %q", c.AppMode)
+	case c.Concurrency < 1:
+		return fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
+	case c.ReadyTimeout <= 0:
+		return fmt.Errorf("ready timeout must be positive, got %s", c.ReadyTimeout)
+	case c.Policy == "":
+		return errors.New("policy must not be empty")
+	}
+	return nil
+}
+
+// NodeInfo is one process group's addresses.
+type NodeInfo struct {
+	Name   string `json:"name"`
+	HTTP   string `json:"http"`
+	GRPC   string `json:"grpc"`
+	Admin  string `json:"admin"`
+	Gossip string `json:"gossip"`
+	App    string `json:"app,omitempty"`
+}
+
+// Info is what `swdctl local up` prints once the cluster is ready.
+type Info struct {
+	Nodes      []NodeInfo `json:"nodes"`
+	Dispatcher *NodeInfo  `json:"dispatcher,omitempty"`
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	Info Info
+	cfg  Config
+
+	mu     sync.Mutex
+	procs  map[string]*proc // by name: "node-0", "app-0", "dispatcher"
+	spawn  chan spawnReq
+	done   chan struct{}
+	closed bool
+}
+
+type proc struct {
+	name string
+	args []string
+	bin  string
+	cmd  *exec.Cmd
+	log  *os.File
+	exit chan struct{}
+}
+
+type spawnReq struct {
+	p   *proc
+	err chan error
+}
+
+// Start launches the cluster and waits until every node sees every other.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.NamePrefix == "" {
+		cfg.NamePrefix = "node"
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.BinDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find binaries: %w", err)
+		}
+		cfg.BinDir = filepath.Dir(exe)
+	}
+	for _, b := range []string{"swd", "dummyapp"} {
+		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("binary %s not found in %s (run `make build`, or pass --bin-dir): %w", b, cfg.BinDir, err)
+		}
+	}
+	if cfg.LogDir != "" {
+		if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
+			return nil, fmt.Errorf("log dir: %w", err)
+		}
+	}
+	c := &Cluster{cfg: cfg, procs: map[string]*proc{}, spawn: make(chan spawnReq), done: make(chan struct{})}
+	go c.spawner()
+	if err := c.launch(); err != nil {
+		c.Stop(5 * time.Second)
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+	defer cancel()
+	if err := c.waitReady(rctx); err != nil {
+		c.Stop(5 * time.Second)
+		return nil, err
+	}
+	return c, nil
+}
+
+// spawner starts every child from one locked OS thread, so the children's
+// parent-death signal fires only when the launcher process dies.
+func (c *Cluster) spawner() {
+	runtime.LockOSThread()
+	// Never unlocked: the thread exits with the goroutine's end only after
+	// every child has been stopped.
+	for {
+		select {
+		case r := <-c.spawn:
+			r.err <- r.p.cmd.Start()
+		case <-c.done:
+			return
+		}
+	}
+}
+
+func (c *Cluster) launch() error {
+	n := c.cfg.Nodes
+	total := n*5 + 4
+	ports, err := FreePorts(total)
+	if err != nil {
+		return err
+	}
+	next := func() string {
+		p := ports[0]
+		ports = ports[1:]
+		return "127.0.0.1:" + strconv.Itoa(p)
+	}
+	var seed string
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("%s-%d", c.cfg.NamePrefix, i)
+		ni := NodeInfo{Name: name, HTTP: next(), GRPC: next(), Admin: next(), Gossip: next(), App: next()}
+		if i == 0 {
+			seed = ni.Gossip
+		}
+		if err := c.start("app-"+strconv.Itoa(i), "dummyapp", "--listen", ni.App, "--mode", c.cfg.AppMode, "--name", name); err != nil {
+			return err
+		}
+		args := []string{
+			"--node-name", name, "--listen", ni.HTTP, "--grpc", ni.GRPC, "--admin", ni.Admin,
+			"--gossip", ni.Gossip, "--app", "http://" + ni.App, "--policy", c.cfg.Policy,
+			"--concurrency", strconv.Itoa(c.cfg.Concurrency),
+		}
+		if i > 0 {
+			args = append(args, "--join", seed)
+		}
+		args = append(args, c.cfg.SwdArgs...)
+		if err := c.start(name, "swd", args...); err != nil {
+			return err
+		}
+		c.Info.Nodes = append(c.Info.Nodes, ni)
+	}
+	if c.cfg.Dispatcher {
+		d := NodeInfo{Name: "dispatcher", HTTP: next(), GRPC: next(), Admin: next(), Gossip: next()}
+		args := []string{
+			"--role", "dispatcher", "--node-name", d.Name, "--listen", d.HTTP, "--grpc", d.GRPC,
+			"--admin", d.Admin, "--gossip", d.Gossip, "--join", seed, "--policy", c.cfg.Policy,
+		}
+		args = append(args, c.cfg.SwdArgs...)
+		if err := c.start("dispatcher", "swd", args...); err != nil {
+			return err
+		}
+		c.Info.Dispatcher = &d
+	}
+	return nil
+}
+
+func (c *Cluster) start(name, bin string, args ...string) error {
+	p := &proc{name: name, bin: bin, args: args, exit: make(chan struct{})}
+	return c.startProc(p)
+}
+
+func (c *Cluster) startProc(p *proc) error {
+	cmd := exec.Command(filepath.Join(c.cfg.BinDir, p.bin), p.args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.Env = cleanEnv()
+	if c.cfg.LogDir != "" {
+		f, err := os.OpenFile(filepath.Join(c.cfg.LogDir, p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		p.log = f
+		cmd.Stdout, cmd.Stderr = f, f
+	}
+	p.cmd = cmd
+	p.exit = make(chan struct{})
+	errc := make(chan error, 1)
+	select {
+	case c.spawn <- spawnReq{p: p, err: errc}:
+	case <-c.done:
+		return errors.New("local cluster stopped")
+	}
+	if err := <-errc; err != nil {
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		if p.log != nil {
+			_ = p.log.Close()
+		}
+		close(p.exit)
+	}()
+	c.mu.Lock()
+	c.procs[p.name] = p
+	c.mu.Unlock()
+	return nil
+}
+
+// cleanEnv drops SWD_* and DUMMYAPP_* variables so the launcher's own
+// settings do not leak into the children's flags.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if len(kv) > 4 && (kv[:4] == "SWD_" || (len(kv) > 9 && kv[:9] == "DUMMYAPP_")) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// waitReady polls every swd's Status until each sees all members.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	want := c.cfg.Nodes
+	all := append([]NodeInfo(nil), c.Info.Nodes...)
+	if c.Info.Dispatcher != nil {
+		want++
+		all = append(all, *c.Info.Dispatcher)
+	}
+	for _, ni := range all {
+		if err := waitStatus(ctx, ni.GRPC, func(s *swdv1.StatusResponse) bool {
+			known := 0
+			for _, v := range s.GetView() {
+				if v.GetKnown() {
+					known++
+				}
+			}
+			return int(s.GetMembers()) == want && known == c.cfg.Nodes
+		}); err != nil {
+			if dead := c.exited(); dead != "" {
+				return fmt.Errorf("%s exited during start-up (see its log with --log-dir)", dead)
+			}
+			return fmt.Errorf("node %s not ready: %w", ni.Name, err)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) exited() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, p := range c.procs {
+		select {
+		case <-p.exit:
+			return name
+		default:
+		}
+	}
+	return ""
+}
+
+func waitStatus(ctx context.Context, addr string, ok func(*swdv1.StatusResponse) bool) error {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	cl := swdv1.NewControlClient(cc)
+	var last error
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		s, err := cl.Status(cctx, &swdv1.StatusRequest{})
+		cancel()
+		if err == nil && ok(s) {
+			return nil
+		}
+		if err != nil {
+			last = err
+		} else {
+			last = fmt.Errorf("sees %d members, %d load entries", s.GetMembers(), len(s.GetView()))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Kill sends SIGKILL to one process ("node-2", "app-2", "dispatcher").
+func (c *Cluster) Kill(name string) error {
+	c.mu.Lock()
+	p, ok := c.procs[name]
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no process %q", name)
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exit
+	return nil
+}
+
+// Signal sends sig to one process and waits up to timeout for it to exit.
+func (c *Cluster) Signal(name string, sig os.Signal, timeout time.Duration) error {
+	c.mu.Lock()
+	p, ok := c.procs[name]
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no process %q", name)
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exit:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("%s did not exit within %s", name, timeout)
+	}
+}
+
+// Restart starts a process that exited again with the same arguments.
+func (c *Cluster) Restart(name string) error {
+	c.mu.Lock()
+	p, ok := c.procs[name]
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no process %q", name)
+	}
+	select {
+	case <-p.exit:
+	default:
+		return fmt.Errorf("%s is still running", name)
+	}
+	return c.startProc(&proc{name: p.name, bin: p.bin, args: p.args})
+}
+
+// ExitCode returns a process's exit code once it exited (-1 if running).
+func (c *Cluster) ExitCode(name string) int {
+	c.mu.Lock()
+	p, ok := c.procs[name]
+	c.mu.Unlock()
+	if !ok {
+		return -1
+	}
+	select {
+	case <-p.exit:
+		return p.cmd.ProcessState.ExitCode()
+	default:
+		return -1
+	}
+}
+
+// PIDs lists every started process's PID.
+func (c *Cluster) PIDs() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for _, p := range c.procs {
+		out = append(out, p.cmd.Process.Pid)
+	}
+	return out
+}
+
+// Stop drains every swd with SIGTERM (dispatcher first), then stops the
+// apps, waiting up to timeout, and SIGKILLs whatever is left.
+func (c *Cluster) Stop(timeout time.Duration) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	procs := make([]*proc, 0, len(c.procs))
+	for _, p := range c.procs {
+		procs = append(procs, p)
+	}
+	c.mu.Unlock()
+	deadline := time.Now().Add(timeout)
+	stopGroup := func(match func(*proc) bool) {
+		for _, p := range procs {
+			if match(p) {
+				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			}
+		}
+		for _, p := range procs {
+			if !match(p) {
+				continue
+			}
+			select {
+			case <-p.exit:
+			case <-time.After(time.Until(deadline)):
+				_ = p.cmd.Process.Kill()
+				<-p.exit
+			}
+		}
+	}
+	stopGroup(func(p *proc) bool { return p.name == "dispatcher" })
+	stopGroup(func(p *proc) bool { return p.bin == "swd" })
+	stopGroup(func(p *proc) bool { return p.bin == "dummyapp" })
+	close(c.done)
+}
+
+// FreePorts returns n distinct ports that were free on 127.0.0.1 for both
+// TCP and UDP when checked.
+func FreePorts(n int) ([]int, error) {
+	seen := map[int]bool{}
+	var out []int
+	for tries := 0; len(out) < n && tries < n*20; tries++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, uerr := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
+		_ = l.Close()
+		if uerr != nil || seen[port] {
+			if u != nil {
+				_ = u.Close()
+			}
+			continue
+		}
+		_ = u.Close()
+		seen[port] = true
+		out = append(out, port)
+	}
+	if len(out) < n {
+		return nil, fmt.Errorf("found only %d of %d free ports", len(out), n)
+	}
+	return out, nil
+}

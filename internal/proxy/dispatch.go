@@ -1,0 +1,197 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/swd-project/swd/internal/metrics"
+	"github.com/swd-project/swd/internal/policy"
+	"github.com/swd-project/swd/internal/swderr"
+	"github.com/swd-project/swd/internal/transfer"
+)
+
+// Backend is a node a dispatcher can send requests to.
+type Backend struct {
+	Name     string
+	GRPCAddr string
+}
+
+// DispatchDecision records one dispatch, for tests and debugging: the exact
+// outstanding counts the picker saw (in Backends order) and its choice.
+type DispatchDecision struct {
+	Backends    []string
+	Outstanding []int
+	Chosen      int
+}
+
+// Dispatcher is the front door of `swd --role dispatcher` (policies rr and
+// ct): it forwards each arriving request to a node over gRPC, choosing the
+// node with a policy.Picker on exact outstanding counts, which it updates at
+// every dispatch and completion.
+//
+// Concurrency: safe for concurrent use; picks and count updates happen
+// under one mutex so every pick sees exact counts.
+type Dispatcher struct {
+	cfg      Config
+	fwd      *transfer.Client
+	backends func() []Backend
+	picker   func() policy.Picker
+	m        *metrics.Metrics
+	log      *slog.Logger
+	retry    string
+	ids      atomic.Uint64
+
+	mu          sync.Mutex
+	seq         uint64
+	outstanding map[string]int
+	onDispatch  func(DispatchDecision)
+}
+
+// NewDispatcher returns a dispatcher. backends lists the nodes in ring
+// order; picker returns the current dispatch policy.
+func NewDispatcher(cfg Config, fwd *transfer.Client, backends func() []Backend, picker func() policy.Picker, m *metrics.Metrics) (*Dispatcher, error) {
+	if cfg.NodeName == "" {
+		return nil, errors.New("dispatcher: node name is required")
+	}
+	if cfg.MaxTransferBody < 0 {
+		return nil, fmt.Errorf("dispatcher: max transfer body must not be negative, got %d", cfg.MaxTransferBody)
+	}
+	if m == nil {
+		m = metrics.New(metrics.Live{})
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Dispatcher{
+		cfg: cfg, fwd: fwd, backends: backends, picker: picker, m: m, log: log,
+		retry:       fmt.Sprint(int((cfg.RetryAfter + time.Second - 1) / time.Second)),
+		outstanding: map[string]int{},
+	}, nil
+}
+
+// OnDispatch registers a callback run (under the dispatcher's lock) for
+// every decision. Call before serving.
+func (d *Dispatcher) OnDispatch(f func(DispatchDecision)) { d.onDispatch = f }
+
+// Outstanding returns the exact outstanding count per node.
+func (d *Dispatcher) Outstanding() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]int, len(d.outstanding))
+	for k, v := range d.outstanding {
+		out[k] = v
+	}
+	return out
+}
+
+// ServeHTTP dispatches a client request.
+func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	fail := func(err error, outcome string) {
+		d.m.ObserveRequest(outcome, time.Since(start))
+		if errors.Is(err, swderr.ErrClientGone) || r.Context().Err() != nil {
+			return
+		}
+		d.m.Rejections.WithLabelValues(reason(err)).Inc()
+		WriteError(w, err, d.retry)
+	}
+	if r.Method == http.MethodConnect || isUpgrade(r) {
+		http.Error(w, "swd dispatcher: CONNECT and upgrades are not supported", http.StatusMethodNotAllowed)
+		return
+	}
+	var body []byte
+	if r.ContentLength > d.cfg.MaxTransferBody {
+		fail(fmt.Errorf("%w: a dispatcher forwards bodies up to %d bytes", swderr.ErrBodyTooLarge, d.cfg.MaxTransferBody), metrics.OutcomeRejected)
+		return
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, d.cfg.MaxTransferBody))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				fail(fmt.Errorf("%w: a dispatcher forwards bodies up to %d bytes", swderr.ErrBodyTooLarge, d.cfg.MaxTransferBody), metrics.OutcomeRejected)
+			} else {
+				fail(fmt.Errorf("%w: %w", swderr.ErrClientGone, err), metrics.OutcomeClientGone)
+			}
+			return
+		}
+		body = b
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	b, ok := d.pick()
+	if !ok {
+		fail(swderr.ErrNoBackend, metrics.OutcomeRejected)
+		return
+	}
+	defer d.release(b.Name)
+	id := r.Header.Get("X-Request-Id")
+	if id == "" {
+		id = fmt.Sprintf("%s-%d", d.cfg.NodeName, d.ids.Add(1))
+	}
+	msg := transfer.ToMessage(transfer.Outbound{
+		ID: id, Request: r, Body: body, Arrival: start, From: d.cfg.NodeName, Dispatched: true,
+	})
+	res, err := d.fwd.Forward(r.Context(), b.GRPCAddr, msg, w)
+	switch {
+	case err == nil:
+		d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferOK).Inc()
+		d.m.ObserveRequest(metrics.OutcomeRemote, time.Since(start))
+	case res.HeadWritten:
+		d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferFailed).Inc()
+		panic(http.ErrAbortHandler)
+	case errors.Is(err, swderr.ErrRefused):
+		d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferRefused).Inc()
+		fail(fmt.Errorf("node %s: %w", b.Name, err), metrics.OutcomeRejected)
+	case r.Context().Err() != nil:
+		fail(fmt.Errorf("%w: %w", swderr.ErrClientGone, err), metrics.OutcomeClientGone)
+	default:
+		d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferFailed).Inc()
+		d.log.Warn("dispatch failed", "node", b.Name, "err", err)
+		fail(fmt.Errorf("node %s: %w", b.Name, err), metrics.OutcomeFailed)
+	}
+}
+
+// pick chooses a node and counts the request as outstanding there.
+func (d *Dispatcher) pick() (Backend, bool) {
+	bs := d.backends()
+	if len(bs) == 0 {
+		return Backend{}, false
+	}
+	pk := d.picker()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	counts := make([]int, len(bs))
+	for i, b := range bs {
+		counts[i] = d.outstanding[b.Name]
+	}
+	i := pk.Pick(policy.DispatchView{Outstanding: counts, Seq: d.seq})
+	d.seq++
+	if i < 0 || i >= len(bs) {
+		return Backend{}, false
+	}
+	if d.onDispatch != nil {
+		names := make([]string, len(bs))
+		for j, b := range bs {
+			names[j] = b.Name
+		}
+		d.onDispatch(DispatchDecision{Backends: names, Outstanding: counts, Chosen: i})
+	}
+	d.outstanding[bs[i].Name]++
+	return bs[i], true
+}
+
+func (d *Dispatcher) release(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.outstanding[name]--; d.outstanding[name] <= 0 {
+		delete(d.outstanding, name)
+	}
+}

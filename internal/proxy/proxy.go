@@ -1,0 +1,456 @@
+// Package proxy is SWD's HTTP front on a node: it admits client requests
+// into the local queue, serves granted ones on the local application with
+// httputil.ReverseProxy, and, when the policy runner hands a waiting request
+// to a peer, transfers it and relays the peer's answer. It also serves
+// requests transferred here (transfer.Backend).
+//
+// Every request is answered by the goroutine that accepted it, exactly once:
+// the queue only tells that goroutine what to do next.
+//
+// Concurrency: Handler is safe for concurrent use; one goroutine per request.
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/swd-project/swd/internal/metrics"
+	"github.com/swd-project/swd/internal/queue"
+	"github.com/swd-project/swd/internal/swderr"
+	"github.com/swd-project/swd/internal/transfer"
+)
+
+// Config configures a Handler.
+type Config struct {
+	// NodeName is this node's name (sent as the transfer's sender).
+	NodeName string
+	// App is the local application's base URL.
+	App string
+	// MaxBody is the largest request body accepted; beyond it, 413.
+	MaxBody int64
+	// MaxTransferBody is the largest body buffered so the request can move
+	// to another node; larger bodies stream to the local app and the
+	// request is not transferable.
+	MaxTransferBody int64
+	// MaxHops is how many transfers a request may make. Default 1.
+	MaxHops int
+	// Placement says where a transferred request lands in this node's
+	// queue: "arrival" (by its original arrival time; default) or "tail".
+	Placement string
+	// IdempotentMethods may be run locally once when a transfer failed
+	// after the peer may have started them. Default GET, HEAD, OPTIONS.
+	IdempotentMethods []string
+	// RetryAfter is the Retry-After advice on 503 answers. Default 1s.
+	RetryAfter time.Duration
+	// Logger receives debug request logs and warnings.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		App:               "http://127.0.0.1:9000",
+		MaxBody:           64 << 20,
+		MaxTransferBody:   1 << 20,
+		MaxHops:           1,
+		Placement:         "arrival",
+		IdempotentMethods: []string{http.MethodGet, http.MethodHead, http.MethodOptions},
+		RetryAfter:        time.Second,
+	}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	u, err := url.Parse(c.App)
+	switch {
+	case c.NodeName == "":
+		return errors.New("proxy: node name is required")
+	case err != nil:
+		return fmt.Errorf("proxy: app url %q: %w", c.App, err)
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+		return fmt.Errorf("proxy: app url %q must be http(s)://host:port", c.App)
+	case c.MaxBody < 0:
+		return fmt.Errorf("proxy: max body must not be negative, got %d", c.MaxBody)
+	case c.MaxTransferBody < 0 || c.MaxTransferBody > c.MaxBody:
+		return fmt.Errorf("proxy: max transfer body must be between 0 and max body (%d), got %d", c.MaxBody, c.MaxTransferBody)
+	case c.MaxHops < 0:
+		return fmt.Errorf("proxy: max hops must not be negative, got %d", c.MaxHops)
+	case c.Placement != "arrival" && c.Placement != "tail":
+		return fmt.Errorf("proxy: placement must be \"arrival\" or \"tail\", got %q", c.Placement)
+	case c.RetryAfter < 0:
+		return fmt.Errorf("proxy: retry-after must not be negative, got %s", c.RetryAfter)
+	}
+	return nil
+}
+
+// Peers resolves a peer's node name to its gRPC address.
+type Peers interface {
+	GRPCAddr(name string) (string, bool)
+}
+
+// Handler serves client requests and transferred requests on one node.
+type Handler struct {
+	cfg      Config
+	q        *queue.Queue
+	rp       *httputil.ReverseProxy
+	fwd      *transfer.Client
+	peers    Peers
+	m        *metrics.Metrics
+	log      *slog.Logger
+	retry    string
+	ids      atomic.Uint64
+	idPrefix string
+	// Health hooks a peer-health tracker into transfer outcomes.
+	onTransfer func(peer string, err error)
+}
+
+// New returns a node's HTTP handler. fwd and peers may be nil on a node
+// that never transfers.
+func New(cfg Config, q *queue.Queue, fwd *transfer.Client, peers Peers, m *metrics.Metrics) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		m = metrics.New(metrics.Live{})
+	}
+	app, _ := url.Parse(cfg.App)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{
+		cfg: cfg, q: q, fwd: fwd, peers: peers, m: m, log: log,
+		retry:    strconv.Itoa(int((cfg.RetryAfter + time.Second - 1) / time.Second)),
+		idPrefix: cfg.NodeName + "-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "-",
+	}
+	h.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(app)
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+			if p, ok := pr.In.Context().Value(ctxKey{}).(*pending); ok && p.in != nil {
+				pr.Out.Header.Set("X-Forwarded-Proto", p.in.Scheme)
+			}
+		},
+		Transport:    newAppTransport(),
+		ErrorHandler: h.appError,
+		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	return h, nil
+}
+
+// OnTransfer registers a callback told of every outgoing transfer's result
+// (nil error on success). Call before serving.
+func (h *Handler) OnTransfer(f func(peer string, err error)) { h.onTransfer = f }
+
+func newAppTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     false,
+	}
+}
+
+type ctxKey struct{}
+
+// pending is a request's payload in the queue.
+type pending struct {
+	id      string
+	r       *http.Request
+	body    []byte    // buffered body (transferable), or nil
+	stream  io.Reader // body to stream when not buffered
+	arrival time.Time
+	hops    int
+	in      *transfer.Inbound // set for requests transferred here
+}
+
+// ServeHTTP serves a client request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if r.Method == http.MethodConnect {
+		h.m.Rejections.WithLabelValues("connect").Inc()
+		http.Error(w, "swd: CONNECT is not supported", http.StatusMethodNotAllowed)
+		return
+	}
+	p := &pending{id: h.newID(r), r: r, arrival: start}
+	transferable, err := h.readBody(w, r, p)
+	if err != nil {
+		h.fail(w, r, p, err, start)
+		return
+	}
+	t := queue.NewTicket(p, transferable && h.cfg.MaxHops > 0)
+	if err := h.q.Push(t); err != nil {
+		h.fail(w, r, p, err, start)
+		return
+	}
+	outcome, err := h.run(w, r, t, p)
+	if err != nil {
+		h.fail(w, r, p, err, start)
+		return
+	}
+	h.m.ObserveRequest(outcome, time.Since(start))
+}
+
+// ServeTransferred implements transfer.Backend: it admits a request a peer
+// transferred here and serves it on the local app.
+func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in transfer.Inbound) error {
+	p := &pending{id: in.ID, r: r, arrival: in.Arrival, hops: in.Hops, in: &in}
+	if r.ContentLength > 0 {
+		body, _ := io.ReadAll(r.Body) // an in-memory reader
+		p.body = body
+	}
+	t := queue.NewTicket(p, in.Hops < h.cfg.MaxHops && !in.Dispatched)
+	if h.cfg.Placement == "arrival" && !in.Dispatched {
+		t.Key = in.Arrival.UnixNano()
+	}
+	peer := in.From
+	if err := h.q.Push(t); err != nil {
+		h.m.Transfers.WithLabelValues(metrics.DirIn, peer, metrics.TransferRefused).Inc()
+		return err
+	}
+	_, err := h.run(w, r, t, p)
+	outcome := metrics.TransferOK
+	if err != nil {
+		outcome = metrics.TransferFailed
+	}
+	h.m.Transfers.WithLabelValues(metrics.DirIn, peer, outcome).Inc()
+	return err
+}
+
+// readBody enforces MaxBody and buffers bodies up to MaxTransferBody. It
+// reports whether the request may be transferred.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, p *pending) (bool, error) {
+	transferable := !isUpgrade(r)
+	if r.ContentLength > h.cfg.MaxBody {
+		return false, fmt.Errorf("%w: %d bytes, at most %d", swderr.ErrBodyTooLarge, r.ContentLength, h.cfg.MaxBody)
+	}
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return transferable, nil
+	}
+	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
+	if r.ContentLength > h.cfg.MaxTransferBody {
+		p.stream = body
+		return false, nil
+	}
+	limit := h.cfg.MaxTransferBody
+	buf := make([]byte, 0, min(max(r.ContentLength, 512), limit+1))
+	b := bytes.NewBuffer(buf)
+	n, err := b.ReadFrom(io.LimitReader(body, limit+1))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return false, fmt.Errorf("%w: more than %d bytes", swderr.ErrBodyTooLarge, h.cfg.MaxBody)
+		}
+		return false, fmt.Errorf("%w: reading body: %w", swderr.ErrClientGone, err)
+	}
+	if n > limit {
+		p.stream = io.MultiReader(bytes.NewReader(b.Bytes()), body)
+		return false, nil
+	}
+	p.body = b.Bytes()
+	return transferable, nil
+}
+
+func isUpgrade(r *http.Request) bool {
+	for _, v := range r.Header.Values("Connection") {
+		for _, f := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// run waits for the ticket's outcome and serves it, locally or on a peer,
+// until the request is answered. It returns the request's outcome for
+// metrics, or an error if nothing was written and the caller must answer.
+func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending) (string, error) {
+	ctx := r.Context()
+	for {
+		out, err := h.q.Wait(ctx, t)
+		if err != nil {
+			return "", err
+		}
+		switch out.Kind {
+		case queue.Granted:
+			h.serveLocal(w, r, t, p)
+			return metrics.OutcomeLocal, nil
+		case queue.Transfer:
+			outcome, done, err := h.transferOut(ctx, w, r, t, p, out.Peer)
+			if done {
+				return outcome, err
+			}
+		}
+	}
+}
+
+func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending) {
+	defer h.q.Done(t)
+	h.m.QueueWait.Observe(time.Since(t.Pushed()).Seconds())
+	switch {
+	case p.body != nil:
+		r.Body = io.NopCloser(bytes.NewReader(p.body))
+		r.ContentLength = int64(len(p.body))
+	case p.stream != nil:
+		r.Body = io.NopCloser(p.stream)
+	}
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
+	h.rp.ServeHTTP(w, r)
+	if h.log.Enabled(r.Context(), slog.LevelDebug) {
+		h.log.Debug("request served locally", "id", p.id, "method", r.Method, "transferred_in", p.in != nil,
+			"wait", time.Since(t.Pushed()).String())
+	}
+}
+
+// transferOut sends a handed-off request to peer. done is false when the
+// request went back into the local queue and must be waited for again.
+func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending, peer string) (outcome string, done bool, err error) {
+	putBack := func(local bool) (string, bool, error) {
+		if local {
+			err = h.q.PutBackLocal(t)
+		} else {
+			err = h.q.PutBack(t)
+		}
+		if err != nil {
+			return "", true, fmt.Errorf("put back: %w", err)
+		}
+		return "", false, nil
+	}
+	addr, ok := h.peers.GRPCAddr(peer)
+	if !ok {
+		h.m.Transfers.WithLabelValues(metrics.DirOut, "unknown", metrics.TransferRefused).Inc()
+		return putBack(false)
+	}
+	start := time.Now()
+	msg := transfer.ToMessage(transfer.Outbound{
+		ID: p.id, Request: r, Body: p.body, Arrival: p.arrival, Hops: p.hops, From: h.cfg.NodeName,
+	})
+	res, ferr := h.fwd.Forward(ctx, addr, msg, w)
+	if h.onTransfer != nil {
+		h.onTransfer(peer, ferr)
+	}
+	switch {
+	case ferr == nil:
+		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferOK).Inc()
+		h.m.TransferDuration.WithLabelValues(metrics.TransferOK).Observe(time.Since(start).Seconds())
+		return metrics.OutcomeRemote, true, nil
+	case res.HeadWritten:
+		// The answer is under way and cannot be replaced: cut the client's
+		// response so it is seen as broken, not silently truncated.
+		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
+		h.log.Warn("transfer answer cut off", "id", p.id, "peer", peer, "err", ferr)
+		panic(http.ErrAbortHandler)
+	case errors.Is(ferr, swderr.ErrRefused):
+		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferRefused).Inc()
+		return putBack(false)
+	case ctx.Err() != nil:
+		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
+		return "", true, fmt.Errorf("%w: %w", swderr.ErrClientGone, ferr)
+	case slices.Contains(h.cfg.IdempotentMethods, r.Method):
+		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferRetried).Inc()
+		h.log.Info("transfer failed; running idempotent request locally", "id", p.id, "peer", peer, "err", ferr)
+		return putBack(true)
+	default:
+		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
+		h.log.Warn("transfer failed after peer may have started it", "id", p.id, "peer", peer, "err", ferr)
+		return "", true, ferr
+	}
+}
+
+// fail answers a request that was not served. A client that went away gets
+// nothing (there is nobody to answer).
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, p *pending, err error, start time.Time) {
+	outcome := metrics.OutcomeRejected
+	switch {
+	case errors.Is(err, swderr.ErrClientGone), errors.Is(err, context.Canceled):
+		h.m.ObserveRequest(metrics.OutcomeClientGone, time.Since(start))
+		return
+	case errors.Is(err, swderr.ErrQueueTimeout):
+		outcome = metrics.OutcomeTimedOut
+	case errors.Is(err, swderr.ErrMaybeStarted):
+		outcome = metrics.OutcomeFailed
+	}
+	h.m.ObserveRequest(outcome, time.Since(start))
+	h.m.Rejections.WithLabelValues(reason(err)).Inc()
+	WriteError(w, err, h.retry)
+	if h.log.Enabled(r.Context(), slog.LevelDebug) {
+		h.log.Debug("request not served", "id", p.id, "method", r.Method, "err", err)
+	}
+}
+
+func reason(err error) string {
+	switch {
+	case errors.Is(err, swderr.ErrQueueFull):
+		return "queue_full"
+	case errors.Is(err, swderr.ErrQueueTimeout):
+		return "queue_timeout"
+	case errors.Is(err, swderr.ErrOverloaded):
+		return "overloaded"
+	case errors.Is(err, swderr.ErrDraining):
+		return "draining"
+	case errors.Is(err, swderr.ErrBodyTooLarge):
+		return "body_too_large"
+	case errors.Is(err, swderr.ErrMaybeStarted):
+		return "transfer_failed"
+	default:
+		return "other"
+	}
+}
+
+// WriteError answers with the status swderr maps err to, and Retry-After
+// on 503s.
+func WriteError(w http.ResponseWriter, err error, retryAfter string) {
+	code := swderr.HTTPStatus(err)
+	if swderr.RetryAfter(err) && retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	w.Header().Set("X-Swd-Error", firstLine(err.Error()))
+	http.Error(w, "swd: "+firstLine(err.Error()), code)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// appError is the ReverseProxy's error handler for the local app.
+func (h *Handler) appError(w http.ResponseWriter, r *http.Request, err error) {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		http.Error(w, "swd: request body too large", http.StatusRequestEntityTooLarge)
+	case r.Context().Err() != nil:
+		// the client went away; nobody to answer
+	default:
+		h.log.Warn("app request failed", "err", err)
+		w.Header().Set("X-Swd-Error", "app unreachable")
+		http.Error(w, "swd: application unavailable", http.StatusBadGateway)
+	}
+}
+
+func (h *Handler) newID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 {
+		return id
+	}
+	return h.idPrefix + strconv.FormatUint(h.ids.Add(1), 36)
+}

@@ -1,0 +1,182 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/swd-project/swd/internal/swderr"
+	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// MaxMessageSize is the largest gRPC message sent or received.
+	// Default 4 MiB (a 1 MiB transferable body plus headers fits).
+	MaxMessageSize int
+	// DialOptions are extra options for every peer connection, such as
+	// transport credentials (mTLS). Without credentials the connection is
+	// plaintext.
+	DialOptions []grpc.DialOption
+}
+
+// DefaultClientConfig returns the defaults.
+func DefaultClientConfig() ClientConfig { return ClientConfig{MaxMessageSize: 4 << 20} }
+
+// Validate reports the first problem with c.
+func (c ClientConfig) Validate() error {
+	if c.MaxMessageSize < 64<<10 {
+		return fmt.Errorf("transfer client: max message size must be at least 64 KiB, got %d", c.MaxMessageSize)
+	}
+	return nil
+}
+
+// Client sends requests to peers, one cached connection per peer address.
+type Client struct {
+	cfg   ClientConfig
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// NewClient returns a transfer client.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}}, nil
+}
+
+// Conn returns the cached connection to addr, creating it if needed. The
+// control plane reuses these connections.
+func (c *Client) Conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc, ok := c.conns[addr]; ok {
+		return cc, nil
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(c.cfg.MaxMessageSize),
+			grpc.MaxCallSendMsgSize(c.cfg.MaxMessageSize),
+		),
+	}
+	opts = append(opts, c.cfg.DialOptions...)
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial peer %s: %w", addr, err)
+	}
+	c.conns[addr] = cc
+	return cc, nil
+}
+
+// Prune closes connections to addresses not in keep.
+func (c *Client) Prune(keep map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for addr, cc := range c.conns {
+		if !keep[addr] {
+			_ = cc.Close()
+			delete(c.conns, addr)
+		}
+	}
+}
+
+// Close closes every connection.
+func (c *Client) Close() error {
+	c.Prune(nil)
+	return nil
+}
+
+// Result describes a finished (or failed) transfer.
+type Result struct {
+	// Status is the HTTP status the peer answered with (0 if none).
+	Status int
+	// ServedBy is the node that ran the request.
+	ServedBy string
+	// HeadWritten is true once the answer's head reached w; after that a
+	// failure cannot be retried or turned into another status.
+	HeadWritten bool
+	// BodyBytes counts the body bytes copied to w.
+	BodyBytes int64
+}
+
+// Forward sends msg to the peer at addr and copies the answer to w.
+//
+// Errors before the head reached w wrap swderr.ErrRefused when the peer
+// certainly did not take the request, or swderr.ErrMaybeStarted otherwise
+// (joined with context errors when ctx ended). Errors after the head has
+// been written have Result.HeadWritten set.
+func (c *Client) Forward(ctx context.Context, addr string, msg *swdv1.ForwardRequest, w http.ResponseWriter) (Result, error) {
+	var res Result
+	cc, err := c.Conn(addr)
+	if err != nil {
+		return res, errors.Join(swderr.ErrRefused, err)
+	}
+	stream, err := swdv1.NewTransferClient(cc).Forward(ctx, msg)
+	if err != nil {
+		return res, classify(ctx, err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return res, classify(ctx, err)
+	}
+	head := first.GetHead()
+	if head == nil {
+		return res, fmt.Errorf("%w: peer sent no head first", swderr.ErrMaybeStarted)
+	}
+	res.Status = int(head.GetStatus())
+	res.ServedBy = head.GetServedBy()
+	if res.Status < 200 || res.Status > 999 {
+		return res, fmt.Errorf("%w: peer sent invalid status %d", swderr.ErrMaybeStarted, res.Status)
+	}
+	dst := w.Header()
+	for _, h := range head.GetHeaders() {
+		dst[http.CanonicalHeaderKey(h.GetName())] = h.GetValues()
+	}
+	w.WriteHeader(res.Status)
+	res.HeadWritten = true
+	flusher, _ := w.(http.Flusher)
+	for {
+		part, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return res, nil
+		}
+		if err != nil {
+			return res, fmt.Errorf("transfer answer cut off after %d bytes: %w", res.BodyBytes, err)
+		}
+		switch p := part.GetPart().(type) {
+		case *swdv1.ForwardResponse_BodyChunk:
+			n, werr := w.Write(p.BodyChunk)
+			res.BodyBytes += int64(n)
+			if werr != nil {
+				return res, fmt.Errorf("write answer to client: %w: %w", swderr.ErrClientGone, werr)
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		case *swdv1.ForwardResponse_Trailer:
+			for _, h := range p.Trailer.GetTrailers() {
+				dst[http.TrailerPrefix+http.CanonicalHeaderKey(h.GetName())] = h.GetValues()
+			}
+		}
+	}
+}
+
+// classify turns an error before the head into a refusal or a maybe-started
+// failure.
+func classify(ctx context.Context, err error) error {
+	if swderr.IsRefusal(err) {
+		return errors.Join(swderr.ErrRefused, err)
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return errors.Join(swderr.ErrMaybeStarted, ctxErr, err)
+	}
+	return errors.Join(swderr.ErrMaybeStarted, swderr.FromGRPC(err))
+}

@@ -1,0 +1,220 @@
+// Package transfer moves waiting HTTP requests between SWD nodes over gRPC
+// (proto/swd/v1 Transfer.Forward) and streams the answers back.
+//
+// The sender (Client) converts a queued request into a ForwardRequest, calls
+// the peer, and copies the streamed answer onto its client's
+// http.ResponseWriter. The receiver (Server) converts the message back into
+// an http.Request bound to the local application only, and hands it to a
+// Backend (the daemon's proxy), which admits it like a local request and
+// writes the app's answer to a ResponseWriter that streams over gRPC.
+//
+// The sender always learns a transfer's fate: a refusal (ResourceExhausted
+// or FailedPrecondition before any answer) means the peer did not take the
+// request, and Client.Forward returns an error wrapping swderr.ErrRefused;
+// any other failure before the answer's head wraps swderr.ErrMaybeStarted;
+// a failure after the head was written to the client is returned as is
+// (the client's response is already under way and must be aborted).
+//
+// Concurrency: Client and Server are safe for concurrent use. A
+// ResponseWriter given to the Backend belongs to one call.
+package transfer
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/swd-project/swd/internal/swderr"
+	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+)
+
+// Backend runs transferred requests on the local application.
+type Backend interface {
+	// ServeTransferred admits r like a local request and writes the app's
+	// answer to w. It must return an error without writing anything when
+	// it does not take the request (a refusal: queue full, draining); once
+	// it has written to w, the answer is the peer's to finish.
+	ServeTransferred(w http.ResponseWriter, r *http.Request, in Inbound) error
+}
+
+// MembershipChecker says whether a node name is a current cluster member.
+type MembershipChecker interface {
+	IsMember(name string) bool
+}
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// NodeName is this node's name, reported as served_by.
+	NodeName string
+	// MaxHops is the most transfers a request may have made to arrive
+	// here; a message with more hops is refused. Default 1.
+	MaxHops int
+	// ChunkSize is the largest body chunk per stream message. Default 32 KiB.
+	ChunkSize int
+	// CheckMembership refuses transfers from senders that are not members.
+	CheckMembership bool
+}
+
+// DefaultServerConfig returns the defaults.
+func DefaultServerConfig() ServerConfig {
+	return ServerConfig{MaxHops: 1, ChunkSize: 32 << 10, CheckMembership: true}
+}
+
+// Validate reports the first problem with c.
+func (c ServerConfig) Validate() error {
+	switch {
+	case c.NodeName == "":
+		return errors.New("transfer server: node name is required")
+	case c.MaxHops < 1:
+		return fmt.Errorf("transfer server: max hops must be at least 1, got %d", c.MaxHops)
+	case c.ChunkSize < 512:
+		return fmt.Errorf("transfer server: chunk size must be at least 512 bytes, got %d", c.ChunkSize)
+	}
+	return nil
+}
+
+// Server implements swdv1.TransferServer.
+type Server struct {
+	swdv1.UnimplementedTransferServer
+	cfg     ServerConfig
+	backend Backend
+	members MembershipChecker
+}
+
+// NewServer returns a Transfer service serving into backend.
+func NewServer(cfg ServerConfig, backend Backend, members MembershipChecker) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.CheckMembership && members == nil {
+		return nil, errors.New("transfer server: membership checks need a membership checker")
+	}
+	return &Server{cfg: cfg, backend: backend, members: members}, nil
+}
+
+var _ swdv1.TransferServer = (*Server)(nil)
+
+// Forward implements the Transfer service.
+func (s *Server) Forward(m *swdv1.ForwardRequest, stream swdv1.Transfer_ForwardServer) error {
+	if int(m.GetHops()) > s.cfg.MaxHops {
+		return swderr.ToGRPC(fmt.Errorf("%w: %d hops, at most %d", swderr.ErrHopLimit, m.GetHops(), s.cfg.MaxHops))
+	}
+	if s.cfg.CheckMembership && !s.members.IsMember(m.GetFromNode()) {
+		return swderr.ToGRPC(fmt.Errorf("%w: %q", swderr.ErrNotMember, m.GetFromNode()))
+	}
+	r, in, err := FromMessage(stream.Context(), m)
+	if err != nil {
+		return swderr.ToGRPC(err)
+	}
+	w := newStreamWriter(stream, s.cfg.NodeName, s.cfg.ChunkSize)
+	err = s.backend.ServeTransferred(w, r, in)
+	if err != nil && !w.wroteHead {
+		return swderr.ToGRPC(err)
+	}
+	if err := w.finish(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// streamWriter is an http.ResponseWriter that streams over Forward.
+type streamWriter struct {
+	stream    swdv1.Transfer_ForwardServer
+	node      string
+	chunk     int
+	header    http.Header
+	wroteHead bool
+	status    int
+	err       error
+	started   time.Time
+}
+
+func newStreamWriter(s swdv1.Transfer_ForwardServer, node string, chunk int) *streamWriter {
+	return &streamWriter{stream: s, node: node, chunk: chunk, header: make(http.Header), started: time.Now()}
+}
+
+func (w *streamWriter) Header() http.Header { return w.header }
+
+func (w *streamWriter) WriteHeader(code int) {
+	if w.wroteHead || w.err != nil {
+		return
+	}
+	if code >= 100 && code < 200 {
+		return // informational answers are not relayed
+	}
+	w.wroteHead = true
+	w.status = code
+	h := w.header.Clone()
+	for k := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			delete(h, k)
+		}
+	}
+	w.err = w.stream.Send(&swdv1.ForwardResponse{Part: &swdv1.ForwardResponse_Head{Head: &swdv1.ResponseHead{
+		Status:         int32(code),
+		Headers:        toHeaders(h),
+		ServedBy:       w.node,
+		QueueWaitNanos: 0,
+	}}})
+}
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	if !w.wroteHead {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	n := 0
+	for len(p) > 0 {
+		c := min(len(p), w.chunk)
+		// Send marshals synchronously, so p may be reused after it returns.
+		if err := w.stream.Send(&swdv1.ForwardResponse{Part: &swdv1.ForwardResponse_BodyChunk{BodyChunk: p[:c]}}); err != nil {
+			w.err = err
+			return n, err
+		}
+		n += c
+		p = p[c:]
+	}
+	return n, nil
+}
+
+// Flush is a no-op: every Write is sent as its own message at once.
+func (w *streamWriter) Flush() {}
+
+// finish sends the head if nothing was written, then any trailers.
+func (w *streamWriter) finish() error {
+	if !w.wroteHead {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return w.err
+	}
+	tr := trailers(w.header)
+	if len(tr) == 0 {
+		return nil
+	}
+	return w.stream.Send(&swdv1.ForwardResponse{Part: &swdv1.ForwardResponse_Trailer{Trailer: &swdv1.ResponseTrailer{Trailers: toHeaders(tr)}}})
+}
+
+// trailers collects trailer fields from a handler's header map: those
+// announced in "Trailer" and those set with http.TrailerPrefix.
+func trailers(h http.Header) http.Header {
+	out := http.Header{}
+	for _, names := range h.Values("Trailer") {
+		for _, n := range strings.Split(names, ",") {
+			n = http.CanonicalHeaderKey(strings.TrimSpace(n))
+			if v, ok := h[n]; ok && n != "" {
+				out[n] = v
+			}
+		}
+	}
+	for k, v := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			out[http.CanonicalHeaderKey(strings.TrimPrefix(k, http.TrailerPrefix))] = v
+		}
+	}
+	return out
+}
