@@ -1,0 +1,271 @@
+// Package sim is SWD's discrete-event simulator: a cluster of nodes, each
+// with m application slots in front of a FIFO queue, running the very policy
+// code the daemon runs (internal/policy's registry, Planners and Pickers) on
+// the very workloads the load generator sends (internal/workload).
+//
+// The model (docs/sim.md has the long version):
+//
+//   - Arrivals come from workload.Generator. With a dispatch policy (rr, ct)
+//     a dispatcher calls the policy's Picker for every arrival with the exact
+//     outstanding count of every node (policy.DispatchView). With any other
+//     policy (none, ll, nu, nu-exact) arrivals are spread over the nodes
+//     round robin, as the paper's load generator did.
+//   - A node serves at most Concurrency requests at once, in FIFO order.
+//   - Every node publishes its load (waiting + in service) every
+//     GossipInterval at its own random phase; an entry becomes visible to the
+//     others GossipDelay later and counts as unknown once older than
+//     StaleAfter.
+//   - With a transfer policy every node, every ActivationInterval at its own
+//     random phase, builds a policy.View from the latest visible entries of
+//     the others and its own live load, calls the Planner, and moves the
+//     planned number of requests from the tail of its waiting queue to each
+//     target. A moved request reaches the target's queue tail TransferDelay
+//     later and is never moved again (hop limit 1).
+//   - The reference policy "central" is one FIFO queue feeding every free
+//     slot of the cluster (M/G/n): the work-conserving limit no dispatching
+//     or transfer policy can beat.
+//
+// Time is simulated in integer nanoseconds; events at the same instant are
+// handled in a fixed order (completions and transfer arrivals in the order
+// they were scheduled, then the arrival, then gossip, then activations), so
+// a Config, seed included, always gives the same Result, bit for bit.
+// Requests arriving in [Warmup, Duration) are measured; arrivals stop at
+// Duration and the run continues until every request has completed.
+//
+// Concurrency: Run is safe for concurrent use (each run owns all of its
+// state); RunGrid runs many configs on a pool of goroutines. Results are
+// values owned by the caller.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/swd-project/swd/internal/policy"
+	"github.com/swd-project/swd/internal/workload"
+)
+
+// Central is the name of the reference policy: a single FIFO queue feeding
+// every slot of the cluster. It is not in the policy registry because no
+// real cluster can run it.
+const Central = "central"
+
+// Config describes one simulated run.
+type Config struct {
+	// Nodes is the number of nodes, n.
+	Nodes int
+	// Concurrency is m, the requests a node serves at once.
+	Concurrency int
+	// Policy is a name from the policy registry (none, rr, ct, ll, nu,
+	// nu-exact, ...) or Central.
+	Policy string
+	// Workload gives request sizes and the arrival process.
+	Workload workload.Spec
+	// Rate is the arrival rate in requests per second.
+	Rate float64
+	// Duration is how long (simulated) requests arrive, warm-up included.
+	Duration time.Duration
+	// Warmup is the start of the run whose requests are not measured.
+	Warmup time.Duration
+	// Seed fixes the workload and the nodes' gossip and activation phases.
+	Seed uint64
+	// GossipInterval is how often each node publishes its load.
+	GossipInterval time.Duration
+	// ActivationInterval is how often each node runs a transfer policy.
+	ActivationInterval time.Duration
+	// StaleAfter is the age beyond which a gossiped entry is unknown.
+	StaleAfter time.Duration
+	// GossipDelay is how long a published entry takes to reach the others.
+	GossipDelay time.Duration
+	// TransferDelay is how long a moved request takes to reach its target.
+	TransferDelay time.Duration
+	// SizeCap, when positive, clips every request size to at most SizeCap.
+	// Zero (the default) keeps the sizes exactly as the workload draws
+	// them. It is a study knob: docs/sim.md uses it to test whether the
+	// paper's realised sizes were lighter tailed than its lognormal.
+	SizeCap time.Duration
+}
+
+// DefaultConfig returns the paper's setting: 16 nodes, m = 1, nu, the
+// standard workload at 320 req/s (80 % load), 200 s with 20 s warm-up,
+// gossip every 20 ms, activation every 40 ms, entries stale after 100 ms,
+// 0.5 ms gossip delay and 1 ms transfer delay.
+func DefaultConfig() Config {
+	std, err := workload.Lookup("standard")
+	if err != nil {
+		panic(err) // the preset is compiled in
+	}
+	return Config{
+		Nodes:              16,
+		Concurrency:        1,
+		Policy:             "nu",
+		Workload:           std,
+		Rate:               320,
+		Duration:           200 * time.Second,
+		Warmup:             20 * time.Second,
+		Seed:               1,
+		GossipInterval:     20 * time.Millisecond,
+		ActivationInterval: 40 * time.Millisecond,
+		StaleAfter:         100 * time.Millisecond,
+		GossipDelay:        500 * time.Microsecond,
+		TransferDelay:      time.Millisecond,
+	}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	switch {
+	case c.Nodes < 1:
+		return fmt.Errorf("nodes must be at least 1, got %d", c.Nodes)
+	case c.Concurrency < 1:
+		return fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
+	case c.Nodes > math.MaxInt32/c.Concurrency:
+		return fmt.Errorf("nodes times concurrency must fit in 32 bits, got %d x %d", c.Nodes, c.Concurrency)
+	case !(c.Rate > 0) || math.IsInf(c.Rate, 0):
+		return fmt.Errorf("rate must be a positive number of requests per second, got %v", c.Rate)
+	case c.Duration <= 0:
+		return fmt.Errorf("duration must be positive, got %s", c.Duration)
+	case c.Warmup < 0 || c.Warmup >= c.Duration:
+		return fmt.Errorf("warm-up must be in [0, duration), got %s of %s", c.Warmup, c.Duration)
+	case c.GossipInterval <= 0:
+		return fmt.Errorf("gossip interval must be positive, got %s", c.GossipInterval)
+	case c.ActivationInterval <= 0:
+		return fmt.Errorf("activation interval must be positive, got %s", c.ActivationInterval)
+	case c.StaleAfter <= 0:
+		return fmt.Errorf("stale-after must be positive, got %s", c.StaleAfter)
+	case c.GossipDelay < 0:
+		return fmt.Errorf("gossip delay must not be negative, got %s", c.GossipDelay)
+	case c.TransferDelay < 0:
+		return fmt.Errorf("transfer delay must not be negative, got %s", c.TransferDelay)
+	case c.SizeCap < 0:
+		return fmt.Errorf("size cap must not be negative, got %s", c.SizeCap)
+	}
+	if err := c.Workload.Validate(); err != nil {
+		return err
+	}
+	if c.Policy != Central {
+		if _, err := policy.Lookup(c.Policy); err != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+	}
+	return nil
+}
+
+// Load is the offered load per slot: Rate times the mean request size over
+// Nodes*Concurrency. At 1 or more no policy keeps up.
+func (c Config) Load() float64 {
+	return c.Rate * c.Workload.MeanServiceMs() / 1000 / float64(c.Nodes*c.Concurrency)
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	// Config is the run's configuration.
+	Config Config
+	// ResponseTimes holds the response time (completion minus arrival,
+	// transfer delays included) of every measured request, in arrival order.
+	ResponseTimes []time.Duration
+	// Requests is how many requests arrived (warm-up included); each
+	// completed exactly once.
+	Requests int
+	// Measured is len(ResponseTimes): the requests that arrived after the
+	// warm-up.
+	Measured int
+	// Transfers is how many times a request was moved between nodes.
+	Transfers int
+	// TransfersPerRequest is Transfers / Requests.
+	TransfersPerRequest float64
+	// MeanMs and the percentiles (Percentile's definition) summarise
+	// ResponseTimes in milliseconds.
+	MeanMs, P50Ms, P95Ms, P99Ms, P995Ms float64
+	// Wall is the wall-clock time the run took (not part of the model).
+	Wall time.Duration
+	// Events is how many events the run handled.
+	Events int
+}
+
+// Run simulates cfg.
+func Run(cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	e, err := newEngine(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	e.run()
+	if e.err != nil {
+		return Result{}, e.err
+	}
+	res := e.result()
+	res.Wall = time.Since(start)
+	return res, nil
+}
+
+// RunGrid runs every config on up to workers goroutines (GOMAXPROCS when
+// workers < 1) and returns the results in the order of cfgs. Every config is
+// validated first; the first invalid one fails the whole grid before any run.
+func RunGrid(cfgs []Config, workers int) ([]Result, error) {
+	var errs []error
+	for i, c := range cfgs {
+		if err := c.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("config %d: %w", i, err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if workers < 1 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, len(cfgs))
+	out := make([]Result, len(cfgs))
+	runErrs := make([]error, len(cfgs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(cfgs) {
+					return
+				}
+				out[i], runErrs[i] = Run(cfgs[i])
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(runErrs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// summarise fills the statistics of r from r.ResponseTimes.
+func (r *Result) summarise() {
+	r.Measured = len(r.ResponseTimes)
+	if r.Requests > 0 {
+		r.TransfersPerRequest = float64(r.Transfers) / float64(r.Requests)
+	}
+	if r.Measured == 0 {
+		return
+	}
+	ms := make([]float64, r.Measured)
+	sum := 0.0
+	for i, d := range r.ResponseTimes {
+		ms[i] = float64(d) / 1e6
+		sum += ms[i]
+	}
+	slices.Sort(ms)
+	r.MeanMs = sum / float64(len(ms))
+	r.P50Ms = Percentile(ms, 50)
+	r.P95Ms = Percentile(ms, 95)
+	r.P99Ms = Percentile(ms, 99)
+	r.P995Ms = Percentile(ms, 99.5)
+}
