@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -29,10 +30,20 @@ killed, they die too.`,
 			sigs := make(chan os.Signal, 2)
 			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 			defer signal.Stop(sigs)
-			c, err := localcluster.Start(cmd.Context(), cfg)
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			go func() {
+				select {
+				case <-sigs: // interrupted during start-up
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			c, err := localcluster.Start(ctx, cfg)
 			if err != nil {
 				return err
 			}
+			cancel()
 			defer c.Stop(15 * time.Second)
 			b, err := json.Marshal(c.Info)
 			if err != nil {

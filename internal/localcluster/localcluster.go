@@ -290,7 +290,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		all = append(all, *c.Info.Dispatcher)
 	}
 	for _, ni := range all {
-		if err := waitStatus(ctx, ni.GRPC, func(s *swdv1.StatusResponse) bool {
+		if err := waitStatus(ctx, ni.GRPC, c.exited, func(s *swdv1.StatusResponse) bool {
 			known := 0
 			for _, v := range s.GetView() {
 				if v.GetKnown() {
@@ -321,7 +321,7 @@ func (c *Cluster) exited() string {
 	return ""
 }
 
-func waitStatus(ctx context.Context, addr string, ok func(*swdv1.StatusResponse) bool) error {
+func waitStatus(ctx context.Context, addr string, exited func() string, ok func(*swdv1.StatusResponse) bool) error {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
@@ -340,6 +340,9 @@ func waitStatus(ctx context.Context, addr string, ok func(*swdv1.StatusResponse)
 			last = err
 		} else {
 			last = fmt.Errorf("sees %d members, %d load entries", s.GetMembers(), len(s.GetView()))
+		}
+		if dead := exited(); dead != "" {
+			return fmt.Errorf("%s exited", dead)
 		}
 		select {
 		case <-ctx.Done():

@@ -352,6 +352,13 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferOK).Inc()
 		h.m.TransferDuration.WithLabelValues(metrics.TransferOK).Observe(time.Since(start).Seconds())
 		return metrics.OutcomeRemote, true, nil
+	case res.HeadWritten && errors.Is(ferr, swderr.ErrClientGone):
+		if res.Complete() {
+			h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferOK).Inc()
+			return metrics.OutcomeRemote, true, nil
+		}
+		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
+		return metrics.OutcomeClientGone, true, nil
 	case res.HeadWritten:
 		// The answer is under way and cannot be replaced: cut the client's
 		// response so it is seen as broken, not silently truncated.

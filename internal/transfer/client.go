@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -105,7 +106,12 @@ type Result struct {
 	HeadWritten bool
 	// BodyBytes counts the body bytes copied to w.
 	BodyBytes int64
+	// ContentLength is the answer's declared length, or -1.
+	ContentLength int64
 }
+
+// Complete reports whether the whole declared body reached w.
+func (r Result) Complete() bool { return r.ContentLength >= 0 && r.BodyBytes == r.ContentLength }
 
 // Forward sends msg to the peer at addr and copies the answer to w.
 //
@@ -140,6 +146,12 @@ func (c *Client) Forward(ctx context.Context, addr string, msg *swdv1.ForwardReq
 	for _, h := range head.GetHeaders() {
 		dst[http.CanonicalHeaderKey(h.GetName())] = h.GetValues()
 	}
+	res.ContentLength = -1
+	if cl := dst.Get("Content-Length"); cl != "" {
+		if v, err := strconv.ParseInt(cl, 10, 64); err == nil {
+			res.ContentLength = v
+		}
+	}
 	w.WriteHeader(res.Status)
 	res.HeadWritten = true
 	flusher, _ := w.(http.Flusher)
@@ -149,6 +161,11 @@ func (c *Client) Forward(ctx context.Context, addr string, msg *swdv1.ForwardReq
 			return res, nil
 		}
 		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				// Our client went away (often right after reading a
+				// complete Content-Length body): not the peer's fault.
+				return res, errors.Join(swderr.ErrClientGone, ctxErr, err)
+			}
 			return res, fmt.Errorf("transfer answer cut off after %d bytes: %w", res.BodyBytes, err)
 		}
 		switch p := part.GetPart().(type) {

@@ -1,0 +1,199 @@
+// Command swd is the Server Wrapper Daemon: one per node, in front of the
+// local application. See README.md and `swd --help`.
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/swd-project/swd/internal/config"
+	"github.com/swd-project/swd/internal/node"
+	"github.com/swd-project/swd/internal/policy"
+	"github.com/swd-project/swd/internal/tlsutil"
+)
+
+func main() {
+	if err := newCommand(os.Stdout, os.Stderr).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "swd:", err)
+		os.Exit(2)
+	}
+}
+
+type flags struct {
+	cfg        node.Config
+	joinList   []string
+	gossipKey  string
+	tokenFile  string
+	logLevel   string
+	logFormat  string
+	tlsCert    string
+	tlsKey     string
+	tlsCA      string
+	idempotent []string
+	staleAfter time.Duration
+	hostName   string
+}
+
+func newCommand(stdout, stderr io.Writer) *cobra.Command {
+	f := &flags{cfg: node.DefaultConfig()}
+	f.hostName, _ = os.Hostname()
+	cmd := &cobra.Command{
+		Use:   "swd",
+		Short: "Server Wrapper Daemon: queue, balance and transfer requests across a cluster",
+		Long: `swd runs on every node in front of the local application. It queues every
+HTTP request, hands at most --concurrency of them to the app at once, shares
+its load with the other nodes over gossip, and moves waiting requests to
+other nodes as the policy decides. The node a client called answers it.
+
+Every flag can also be set with an environment variable SWD_<FLAG> (dashes as
+underscores) or in a YAML file given with --config; flags win over the
+environment, which wins over the file.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := config.LoadFlags(cmd.Flags(), "SWD", os.LookupEnv); err != nil {
+				return err
+			}
+			return run(cmd.Context(), f, stderr)
+		},
+	}
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	fs := cmd.Flags()
+	c := &f.cfg
+	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP address clients send requests to")
+	fs.StringVar(&c.Proxy.App, "app", c.Proxy.App, "the local application's base URL")
+	fs.IntVar(&c.Queue.Concurrency, "concurrency", c.Queue.Concurrency, "m: most requests in flight to the app at once")
+	fs.IntVar(&c.Queue.Limit, "queue-limit", c.Queue.Limit, "most requests waiting; beyond it, 503 with Retry-After")
+	fs.DurationVar(&c.Queue.Timeout, "queue-timeout", c.Queue.Timeout, "longest wait in the queue; beyond it, 503")
+	fs.StringVar(&c.NodeName, "node-name", f.hostName, "unique name of this node in the cluster")
+	fs.StringVar(&c.GRPC, "grpc", c.GRPC, "transfer + control gRPC address")
+	fs.StringVar(&c.Admin, "admin", c.Admin, "admin HTTP address: /metrics, /healthz, /readyz, /ui")
+	fs.StringVar(&c.Cluster.GossipAddr, "gossip", c.Cluster.GossipAddr, "memberlist bind address (host:port)")
+	fs.StringVar(&c.Cluster.Advertise, "advertise", "", "address (host:port) other nodes reach this node's gossip on, if not the bind address")
+	fs.StringSliceVar(&f.joinList, "join", nil, "comma-separated seed addresses or DNS names to join (retried with backoff)")
+	fs.StringVar(&c.Policy, "policy", c.Policy, "initial policy: "+strings.Join(policy.Names(), ", "))
+	fs.StringVar(&c.Role, "role", c.Role, `"node", or "dispatcher" (front door for rr/ct, no local app)`)
+	fs.DurationVar(&c.Cluster.GossipInterval, "gossip-interval", c.Cluster.GossipInterval, "how often load is disseminated")
+	fs.DurationVar(&f.staleAfter, "stale-after", 0, "age after which a peer's load counts as unknown (default 5 gossip intervals)")
+	fs.DurationVar(&c.ActivationInterval, "activation-interval", c.ActivationInterval, "how often a transfer policy runs")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "longest graceful drain on SIGTERM before answering the rest with 503")
+	fs.Int64Var(&c.Proxy.MaxBody, "max-body", c.Proxy.MaxBody, "largest request body in bytes; beyond it, 413")
+	fs.Int64Var(&c.Proxy.MaxTransferBody, "max-transfer-body", c.Proxy.MaxTransferBody, "largest body buffered so its request can move to another node")
+	fs.IntVar(&c.Proxy.MaxHops, "max-hops", c.Proxy.MaxHops, "how many times a request may be transferred (0 disables transfers)")
+	fs.StringVar(&c.Proxy.Placement, "placement", c.Proxy.Placement, `where a transferred request lands in the target's queue: "arrival" (by original arrival time) or "tail"`)
+	fs.StringSliceVar(&f.idempotent, "idempotent-methods", c.Proxy.IdempotentMethods, "methods run locally once if a transfer fails after the peer may have started them")
+	fs.DurationVar(&c.Proxy.RetryAfter, "retry-after", c.Proxy.RetryAfter, "Retry-After advice on 503 answers")
+	fs.StringVar(&f.gossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) that encrypts gossip")
+	fs.StringVar(&c.Control.Token, "control-token", "", "token required on the control API (required when --grpc is beyond loopback)")
+	fs.StringVar(&f.tokenFile, "control-token-file", "", "file holding the control token")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate for the gRPC port (mTLS)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs every node's certificate")
+	fs.BoolVar(&c.Insecure, "insecure", false, "allow a plaintext gRPC port beyond loopback")
+	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof on the admin port")
+	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "largest request header block")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time allowed to read request headers (slowloris guard)")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "keep-alive idle timeout")
+	fs.IntVar(&c.MaxConcurrentStreams, "max-concurrent-streams", c.MaxConcurrentStreams, "most concurrent HTTP/2 streams per client connection")
+	fs.IntVar(&c.GRPCMaxMessageSize, "grpc-max-message", c.GRPCMaxMessageSize, "largest gRPC message in bytes")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	config.AddConfigFlag(fs)
+	return cmd
+}
+
+func run(ctx context.Context, f *flags, stderr io.Writer) error {
+	log, err := newLogger(stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	c := f.cfg
+	c.Logger = log
+	c.Cluster.Join = f.joinList
+	c.Cluster.StaleAfter = f.staleAfter
+	c.Proxy.IdempotentMethods = f.idempotent
+	c.Transfer.MaxMessageSize = c.GRPCMaxMessageSize
+	if f.gossipKey != "" {
+		key, err := base64.StdEncoding.DecodeString(f.gossipKey)
+		if err != nil {
+			return fmt.Errorf("--gossip-key: not base64: %w", err)
+		}
+		c.Cluster.GossipKey = key
+	}
+	if f.tokenFile != "" {
+		if c.Control.Token != "" {
+			return errors.New("give --control-token or --control-token-file, not both")
+		}
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return fmt.Errorf("--control-token-file: %w", err)
+		}
+		c.Control.Token = strings.TrimSpace(string(b))
+	}
+	if c.Control.Token == "" && !node.IsLoopback(c.GRPC) {
+		return fmt.Errorf("--grpc %s listens beyond loopback: set --control-token (or SWD_CONTROL_TOKEN, or --control-token-file)", c.GRPC)
+	}
+	if f.tlsCert != "" || f.tlsKey != "" || f.tlsCA != "" {
+		srv, cli, err := tlsutil.Load(f.tlsCert, f.tlsKey, f.tlsCA)
+		if err != nil {
+			return err
+		}
+		c.ServerCreds = srv
+		c.Transfer.DialOptions = append(c.Transfer.DialOptions, cli)
+	}
+	n, err := node.New(c)
+	if err != nil {
+		return err
+	}
+	if err := n.Start(); err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	select {
+	case s := <-sigs:
+		log.Info("signal received; draining", "signal", s.String())
+	case err := <-n.Errors():
+		if err != nil {
+			log.Error("server failed", "err", err)
+			_ = n.Shutdown(context.Background())
+			return err
+		}
+	case <-ctx.Done():
+	}
+	go func() {
+		<-sigs
+		log.Warn("second signal: exiting now")
+		os.Exit(1)
+	}()
+	return n.Shutdown(context.Background())
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}

@@ -1,0 +1,671 @@
+// Package node wires one SWD daemon: the local queue, the HTTP proxy (or,
+// for a dispatcher, the dispatching front door), the cluster layer, the
+// transfer and control gRPC services on one port, the admin HTTP server,
+// and the policy runner that turns views into hand-offs.
+//
+// Concurrency: a Node's exported methods are safe for concurrent use. The
+// current policy is an immutable value behind an atomic pointer; the policy
+// runner is the only goroutine that hands tickets off.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/swd-project/swd/internal/cluster"
+	"github.com/swd-project/swd/internal/control"
+	"github.com/swd-project/swd/internal/metrics"
+	"github.com/swd-project/swd/internal/policy"
+	"github.com/swd-project/swd/internal/proxy"
+	"github.com/swd-project/swd/internal/queue"
+	"github.com/swd-project/swd/internal/transfer"
+	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+)
+
+// Version is the daemon's version, set at build time.
+var Version = "dev"
+
+// Roles.
+const (
+	RoleNode       = "node"
+	RoleDispatcher = "dispatcher"
+)
+
+// Config configures a daemon. Every field has a flag in cmd/swd.
+type Config struct {
+	Role     string
+	NodeName string
+	// Listen is the client HTTP address; Admin serves /metrics, /healthz,
+	// /readyz, /ui; GRPC serves Transfer and Control.
+	Listen, Admin, GRPC string
+
+	Queue    queue.Config
+	Proxy    proxy.Config
+	Cluster  cluster.Config
+	Transfer transfer.ClientConfig
+	Control  control.Config
+
+	// Policy is the initial policy; ActivationInterval how often a
+	// transfer policy runs.
+	Policy             string
+	ActivationInterval time.Duration
+	// DrainTimeout bounds a graceful shutdown.
+	DrainTimeout time.Duration
+	// Pprof exposes /debug/pprof on the admin port.
+	Pprof bool
+	// ServerCreds, if set, secure the gRPC port (mTLS).
+	ServerCreds credentials.TransportCredentials
+	// Insecure allows a plaintext gRPC port beyond loopback.
+	Insecure bool
+	// HTTP limits for the client listener.
+	MaxHeaderBytes       int
+	ReadHeaderTimeout    time.Duration
+	IdleTimeout          time.Duration
+	MaxConcurrentStreams int
+	GRPCMaxMessageSize   int
+
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Role:                 RoleNode,
+		Listen:               ":8080",
+		Admin:                "127.0.0.1:9100",
+		GRPC:                 "127.0.0.1:7070",
+		Queue:                queue.DefaultConfig(),
+		Proxy:                proxy.DefaultConfig(),
+		Cluster:              cluster.DefaultConfig(),
+		Transfer:             transfer.DefaultClientConfig(),
+		Control:              control.DefaultConfig(),
+		Policy:               "nu",
+		ActivationInterval:   40 * time.Millisecond,
+		DrainTimeout:         30 * time.Second,
+		MaxHeaderBytes:       1 << 20,
+		ReadHeaderTimeout:    10 * time.Second,
+		IdleTimeout:          120 * time.Second,
+		MaxConcurrentStreams: 250,
+		GRPCMaxMessageSize:   4 << 20,
+	}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	if c.Role != RoleNode && c.Role != RoleDispatcher {
+		return fmt.Errorf("role must be %q or %q, got %q", RoleNode, RoleDispatcher, c.Role)
+	}
+	if c.NodeName == "" {
+		return errors.New("node name must not be empty")
+	}
+	for name, addr := range map[string]string{"listen": c.Listen, "admin": c.Admin, "grpc": c.GRPC} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("--%s %q: want host:port: %w", name, addr, err)
+		}
+	}
+	if _, err := policy.Lookup(c.Policy); err != nil {
+		return fmt.Errorf("--policy: %w", err)
+	}
+	if c.ActivationInterval < time.Millisecond {
+		return fmt.Errorf("--activation-interval must be at least 1ms, got %s", c.ActivationInterval)
+	}
+	if c.DrainTimeout < 0 {
+		return fmt.Errorf("--drain-timeout must not be negative, got %s", c.DrainTimeout)
+	}
+	if c.ServerCreds == nil && !c.Insecure && !IsLoopback(c.GRPC) {
+		return fmt.Errorf("--grpc %s is beyond loopback without TLS: give --tls-cert/--tls-key/--tls-ca, or --insecure to accept plaintext", c.GRPC)
+	}
+	if c.Role == RoleNode {
+		if err := c.Queue.Validate(); err != nil {
+			return err
+		}
+		if err := c.Proxy.Validate(); err != nil {
+			return err
+		}
+	}
+	if err := c.Transfer.Validate(); err != nil {
+		return err
+	}
+	if err := c.Control.Validate(); err != nil {
+		return err
+	}
+	return c.Cluster.Validate()
+}
+
+// IsLoopback reports whether addr's host is a loopback address or localhost.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// policyState is the immutable current policy.
+type policyState struct {
+	p          policy.Policy
+	epoch      int64
+	activation time.Duration
+}
+
+// Node is one running daemon.
+type Node struct {
+	cfg  Config
+	log  *slog.Logger
+	q    *queue.Queue // nil for a dispatcher
+	h    *proxy.Handler
+	disp *proxy.Dispatcher
+	cl   *cluster.Cluster
+	tc   *transfer.Client
+	m    *metrics.Metrics
+	ctl  *control.Service
+	hlth *peerHealth
+
+	pol       atomic.Pointer[policyState]
+	maxEpoch  atomic.Int64 // highest epoch seen anywhere
+	draining  atomic.Bool
+	policyCh  chan struct{} // poked when the policy changes
+	stopOnce  sync.Once
+	stopRun   chan struct{}
+	runDone   chan struct{}
+	readiness *readiness
+
+	httpSrv, adminSrv *http.Server
+	grpcSrv           *grpc.Server
+	httpLn, adminLn   net.Listener
+	grpcLn            net.Listener
+	serveErr          chan error
+}
+
+// New builds a daemon; Start runs it.
+func New(cfg Config) (*Node, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Proxy.NodeName = cfg.NodeName
+	cfg.Proxy.Logger = log
+	cfg.Cluster.NodeName = cfg.NodeName
+	cfg.Cluster.Role = cfg.Role
+	cfg.Cluster.Logger = log
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:      cfg,
+		log:      log,
+		policyCh: make(chan struct{}, 1),
+		stopRun:  make(chan struct{}),
+		runDone:  make(chan struct{}),
+		serveErr: make(chan error, 3),
+		hlth:     newPeerHealth(time.Now),
+	}
+	p, _ := policy.Lookup(cfg.Policy)
+	n.pol.Store(&policyState{p: p, activation: cfg.ActivationInterval})
+
+	if cfg.Role == RoleNode {
+		q, err := queue.New(cfg.Queue)
+		if err != nil {
+			return nil, err
+		}
+		n.q = q
+	}
+	n.m = metrics.New(metrics.Live{
+		QueueLength: func() float64 { return float64(n.waiting()) },
+		InFlight:    func() float64 { return float64(n.inFlight()) },
+		Members: func() float64 {
+			if n.cl == nil {
+				return 0
+			}
+			return float64(n.cl.Members())
+		},
+		ViewAges: n.viewAges,
+	})
+	n.m.SetPolicy(p.Name, 0)
+	tc, err := transfer.NewClient(cfg.Transfer)
+	if err != nil {
+		return nil, err
+	}
+	n.tc = tc
+	n.ctl, err = control.New(cfg.Control, n)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) waiting() int {
+	if n.q == nil {
+		return 0
+	}
+	return n.q.Waiting()
+}
+
+func (n *Node) inFlight() int {
+	if n.q == nil {
+		if n.disp == nil {
+			return 0
+		}
+		total := 0
+		for _, v := range n.disp.Outstanding() {
+			total += v
+		}
+		return total
+	}
+	return n.q.InFlight()
+}
+
+// Load implements cluster.LocalState.
+func (n *Node) Load() int {
+	if n.q == nil {
+		return 0
+	}
+	return n.q.Load()
+}
+
+// Concurrency implements cluster.LocalState.
+func (n *Node) Concurrency() int {
+	if n.q == nil {
+		return 0
+	}
+	return n.q.Concurrency()
+}
+
+// Policy implements cluster.LocalState and control.Node.
+func (n *Node) Policy() control.PolicyState {
+	s := n.pol.Load()
+	return control.PolicyState{Name: s.p.Name, Epoch: s.epoch, ActivationInterval: s.activation}
+}
+
+// clusterPolicy adapts the policy for the cluster's LocalState.
+type clusterState struct{ n *Node }
+
+func (c clusterState) Load() int        { return c.n.Load() }
+func (c clusterState) Concurrency() int { return c.n.Concurrency() }
+func (c clusterState) Policy() cluster.PolicyStamp {
+	s := c.n.pol.Load()
+	return cluster.PolicyStamp{Name: s.p.Name, Epoch: s.epoch, ActivationInterval: s.activation}
+}
+
+// Start binds every listener, joins the cluster and starts serving.
+func (n *Node) Start() error {
+	var err error
+	if n.httpLn, err = net.Listen("tcp", n.cfg.Listen); err != nil {
+		return fmt.Errorf("listen %s: %w", n.cfg.Listen, err)
+	}
+	if n.adminLn, err = net.Listen("tcp", n.cfg.Admin); err != nil {
+		n.closeListeners()
+		return fmt.Errorf("admin listen %s: %w", n.cfg.Admin, err)
+	}
+	if n.grpcLn, err = net.Listen("tcp", n.cfg.GRPC); err != nil {
+		n.closeListeners()
+		return fmt.Errorf("grpc listen %s: %w", n.cfg.GRPC, err)
+	}
+	ccfg := n.cfg.Cluster
+	if ccfg.GRPCAddr == "" {
+		ccfg.GRPCAddr = advertisable(n.grpcLn.Addr().String(), ccfg.Advertise)
+	}
+	n.cl, err = cluster.New(ccfg, clusterState{n})
+	if err != nil {
+		n.closeListeners()
+		return fmt.Errorf("cluster: %w", err)
+	}
+	n.cl.OnPolicy(func(ps cluster.PolicyStamp) {
+		if _, err := n.ApplyPolicy(ps.Name, ps.Epoch, ps.ActivationInterval); err != nil {
+			n.log.Warn("ignoring gossiped policy", "policy", ps.Name, "epoch", ps.Epoch, "err", err)
+		}
+	})
+
+	// gRPC: Transfer + Control on one port.
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(n.cfg.GRPCMaxMessageSize),
+		grpc.MaxSendMsgSize(n.cfg.GRPCMaxMessageSize),
+		grpc.ChainUnaryInterceptor(control.UnaryAuth(n.cfg.Control.Token)),
+	}
+	if n.cfg.ServerCreds != nil {
+		opts = append(opts, grpc.Creds(n.cfg.ServerCreds))
+	} else if !IsLoopback(n.cfg.GRPC) {
+		n.log.Warn("gRPC port is plaintext beyond loopback (--insecure): transfers and control are unencrypted", "grpc", n.cfg.GRPC)
+	}
+	if n.cfg.Control.Token == "" {
+		if IsLoopback(n.cfg.GRPC) {
+			n.log.Warn("control API is open: no --control-token configured (allowed on loopback only)", "grpc", n.cfg.GRPC)
+		}
+	}
+	n.grpcSrv = grpc.NewServer(opts...)
+	swdv1.RegisterControlServer(n.grpcSrv, n.ctl)
+
+	var handler http.Handler
+	if n.cfg.Role == RoleNode {
+		n.h, err = proxy.New(n.cfg.Proxy, n.q, n.tc, n, n.m)
+		if err != nil {
+			n.stopAll()
+			return err
+		}
+		n.h.OnTransfer(n.hlth.record)
+		ts, err := transfer.NewServer(transfer.ServerConfig{
+			NodeName: n.cfg.NodeName, MaxHops: max(n.cfg.Proxy.MaxHops, 1), ChunkSize: 32 << 10, CheckMembership: true,
+		}, n.h, n)
+		if err != nil {
+			n.stopAll()
+			return err
+		}
+		swdv1.RegisterTransferServer(n.grpcSrv, ts)
+		handler = n.h
+	} else {
+		n.disp, err = proxy.NewDispatcher(n.cfg.Proxy, n.tc, n.backends, n.picker, n.m)
+		if err != nil {
+			n.stopAll()
+			return err
+		}
+		handler = n.disp
+	}
+
+	n.readiness = newReadiness(n)
+	n.httpSrv = n.newHTTPServer(handler)
+	n.adminSrv = &http.Server{Handler: n.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+
+	go func() { n.serveErr <- ignoreClosed(n.grpcSrv.Serve(n.grpcLn)) }()
+	go func() { n.serveErr <- ignoreClosed(n.adminSrv.Serve(n.adminLn)) }()
+	go func() { n.serveErr <- ignoreClosed(n.httpSrv.Serve(n.httpLn)) }()
+	go n.runPolicy()
+	n.log.Info("swd started", "node", n.cfg.NodeName, "role", n.cfg.Role, "listen", n.httpLn.Addr().String(),
+		"grpc", n.grpcLn.Addr().String(), "admin", n.adminLn.Addr().String(), "policy", n.pol.Load().p.Name,
+		"concurrency", n.Concurrency(), "app", n.cfg.Proxy.App)
+	return nil
+}
+
+func advertisable(bound, advertise string) string {
+	host, port, _ := net.SplitHostPort(bound)
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if advertise != "" {
+			if ah, _, err := net.SplitHostPort(advertise); err == nil {
+				return net.JoinHostPort(ah, port)
+			}
+		}
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return bound
+}
+
+func ignoreClosed(err error) error {
+	if err == nil || errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+func (n *Node) newHTTPServer(h http.Handler) *http.Server {
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler:           h,
+		Protocols:         &protos,
+		MaxHeaderBytes:    n.cfg.MaxHeaderBytes,
+		ReadHeaderTimeout: n.cfg.ReadHeaderTimeout,
+		IdleTimeout:       n.cfg.IdleTimeout,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: n.cfg.MaxConcurrentStreams},
+		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
+	}
+}
+
+func (n *Node) adminMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", n.readiness.serve)
+	mux.Handle("GET /metrics", n.m.Handler())
+	registerUI(mux, n)
+	if n.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+// Addrs reports the bound addresses (useful with port 0).
+func (n *Node) Addrs() (listen, grpc, admin string) {
+	return n.httpLn.Addr().String(), n.grpcLn.Addr().String(), n.adminLn.Addr().String()
+}
+
+// Errors reports fatal serve errors.
+func (n *Node) Errors() <-chan error { return n.serveErr }
+
+// Cluster returns the cluster layer (for tests and tools).
+func (n *Node) Cluster() *cluster.Cluster { return n.cl }
+
+// Queue returns the local queue (nil for a dispatcher).
+func (n *Node) Queue() *queue.Queue { return n.q }
+
+// Dispatcher returns the dispatcher front door (nil for a node).
+func (n *Node) Dispatcher() *proxy.Dispatcher { return n.disp }
+
+// Metrics returns the daemon's metrics.
+func (n *Node) Metrics() *metrics.Metrics { return n.m }
+
+// GRPCAddr implements proxy.Peers.
+func (n *Node) GRPCAddr(name string) (string, bool) {
+	p, ok := n.cl.Peer(name)
+	if !ok || p.GRPCAddr == "" {
+		return "", false
+	}
+	return p.GRPCAddr, true
+}
+
+// IsMember implements transfer.MembershipChecker.
+func (n *Node) IsMember(name string) bool { return n.cl != nil && n.cl.IsMember(name) }
+
+func (n *Node) backends() []proxy.Backend {
+	v := n.cl.View()
+	out := make([]proxy.Backend, 0, len(v.Nodes))
+	for _, nl := range v.Nodes {
+		if !nl.Known || !n.hlth.healthy(nl.Name) {
+			continue
+		}
+		if addr, ok := n.GRPCAddr(nl.Name); ok {
+			out = append(out, proxy.Backend{Name: nl.Name, GRPCAddr: addr})
+		}
+	}
+	return out
+}
+
+func (n *Node) picker() policy.Picker {
+	if p := n.pol.Load().p; p.Kind == policy.KindDispatch {
+		return p.Picker
+	}
+	return policy.PickerFunc(policy.RoundRobin)
+}
+
+func (n *Node) viewAges() map[string]float64 {
+	if n.cl == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, p := range n.cl.Peers() {
+		if p.Name != n.cfg.NodeName && p.RingID >= 0 {
+			out[p.Name] = p.Age.Seconds()
+		}
+	}
+	return out
+}
+
+// ApplyPolicy implements control.Node: a higher epoch wins; the same epoch
+// and name is accepted idempotently.
+func (n *Node) ApplyPolicy(name string, epoch int64, activation time.Duration) (control.PolicyState, error) {
+	p, err := policy.Lookup(name)
+	if err != nil {
+		return n.Policy(), err
+	}
+	if activation <= 0 {
+		activation = n.pol.Load().activation
+	}
+	for {
+		cur := n.pol.Load()
+		if epoch < cur.epoch || (epoch == cur.epoch && name != cur.p.Name) {
+			return n.Policy(), fmt.Errorf("stale policy epoch %d (%s): node runs epoch %d (%s)", epoch, name, cur.epoch, cur.p.Name)
+		}
+		if epoch == cur.epoch && activation == cur.activation {
+			return n.Policy(), nil
+		}
+		next := &policyState{p: p, epoch: epoch, activation: activation}
+		if n.pol.CompareAndSwap(cur, next) {
+			n.bumpEpoch(epoch)
+			n.m.SetPolicy(name, epoch)
+			n.log.Info("policy changed", "policy", name, "epoch", epoch, "activation_interval", activation.String())
+			select {
+			case n.policyCh <- struct{}{}:
+			default:
+			}
+			return n.Policy(), nil
+		}
+	}
+}
+
+func (n *Node) bumpEpoch(e int64) {
+	for {
+		cur := n.maxEpoch.Load()
+		if e <= cur || n.maxEpoch.CompareAndSwap(cur, e) {
+			return
+		}
+	}
+}
+
+// NextEpoch implements control.Node: wall-clock milliseconds, but always
+// above every epoch this node has seen (its own and gossiped ones).
+func (n *Node) NextEpoch() int64 {
+	seen := n.maxEpoch.Load()
+	if n.cl != nil {
+		for _, p := range n.cl.Peers() {
+			seen = max(seen, p.Policy.Epoch)
+		}
+	}
+	return max(time.Now().UnixMilli(), seen+1)
+}
+
+// Others implements control.Node.
+func (n *Node) Others() []control.Target {
+	var out []control.Target
+	for _, p := range n.cl.Peers() {
+		if p.Name != n.cfg.NodeName && p.GRPCAddr != "" {
+			out = append(out, control.Target{Name: p.Name, GRPCAddr: p.GRPCAddr})
+		}
+	}
+	return out
+}
+
+// Conn implements control.Node.
+func (n *Node) Conn(addr string) (*grpc.ClientConn, error) { return n.tc.Conn(addr) }
+
+// Status implements control.Node.
+func (n *Node) Status() *swdv1.StatusResponse {
+	ps := n.Policy()
+	st := &swdv1.StatusResponse{
+		Node:        n.cfg.NodeName,
+		RingId:      -1,
+		Role:        n.cfg.Role,
+		Policy:      ps.ToProto(),
+		QueueLength: int64(n.waiting()),
+		InFlight:    int64(n.inFlight()),
+		Concurrency: int32(n.Concurrency()),
+		Counters:    n.counters(),
+		Draining:    n.draining.Load(),
+		Version:     Version,
+	}
+	if n.cl == nil {
+		return st
+	}
+	st.Members = int32(n.cl.Members())
+	for _, p := range n.cl.Peers() {
+		if p.Name == n.cfg.NodeName {
+			st.RingId = int32(p.RingID)
+		}
+		if p.RingID < 0 {
+			continue
+		}
+		st.View = append(st.View, &swdv1.PeerLoad{
+			Name: p.Name, RingId: int32(p.RingID), Load: int64(p.Load), Concurrency: int32(p.Concurrency),
+			Known: p.Known, AgeNanos: int64(p.Age), Epoch: p.Policy.Epoch, Policy: p.Policy.Name,
+		})
+	}
+	return st
+}
+
+// Members implements control.Node.
+func (n *Node) Members() []*swdv1.Member {
+	var out []*swdv1.Member
+	for _, p := range n.cl.Peers() {
+		out = append(out, &swdv1.Member{
+			Name: p.Name, GossipAddr: p.GossipAddr, GrpcAddr: p.GRPCAddr, State: p.State,
+			RingId: int32(p.RingID), Role: p.Role,
+		})
+	}
+	return out
+}
+
+// Drain implements control.Node: it starts a graceful drain in the
+// background (as SIGTERM does) and reports what was queued.
+func (n *Node) Drain() (waiting, inFlight int) {
+	w, f := n.waiting(), n.inFlight()
+	go func() { _ = n.Shutdown(context.Background()) }()
+	return w, f
+}
+
+func (n *Node) closeListeners() {
+	for _, l := range []net.Listener{n.httpLn, n.adminLn, n.grpcLn} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+}
+
+func (n *Node) stopAll() {
+	n.closeListeners()
+	if n.cl != nil {
+		_ = n.cl.Shutdown()
+	}
+}
+
+// counters reports the request and transfer counters for Status.
+func (n *Node) counters() map[string]uint64 {
+	out := map[string]uint64{}
+	mfs, err := n.m.Registry.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if name != "swd_requests_total" && name != "swd_transfers_total" && name != "swd_rejections_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var parts []string
+			for _, l := range m.GetLabel() {
+				parts = append(parts, l.GetValue())
+			}
+			key := strings.TrimSuffix(strings.TrimPrefix(name, "swd_"), "_total") + "/" + strings.Join(parts, "/")
+			out[key] = uint64(m.GetCounter().GetValue())
+		}
+	}
+	return out
+}

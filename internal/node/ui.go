@@ -1,0 +1,105 @@
+package node
+
+import (
+	"embed"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+)
+
+//go:embed ui/index.html
+var uiFS embed.FS
+
+// uiState is what the status page polls from /ui/state.
+type uiState struct {
+	Node      string            `json:"node"`
+	Role      string            `json:"role"`
+	Policy    string            `json:"policy"`
+	Epoch     int64             `json:"epoch"`
+	Draining  bool              `json:"draining"`
+	Nodes     []uiNode          `json:"nodes"`
+	Transfers []uiTransfer      `json:"transfers"`
+	Counters  map[string]uint64 `json:"counters"`
+	Ejected   []string          `json:"ejected"`
+	Time      time.Time         `json:"time"`
+}
+
+type uiNode struct {
+	Name   string  `json:"name"`
+	RingID int     `json:"ring_id"`
+	Load   int     `json:"load"`
+	Known  bool    `json:"known"`
+	AgeMs  float64 `json:"age_ms"`
+	Policy string  `json:"policy"`
+	Epoch  int64   `json:"epoch"`
+	Self   bool    `json:"self"`
+}
+
+type uiTransfer struct {
+	Peer      string `json:"peer"`
+	Direction string `json:"direction"`
+	Outcome   string `json:"outcome"`
+	Count     uint64 `json:"count"`
+}
+
+func registerUI(mux *http.ServeMux, n *Node) {
+	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := uiFS.ReadFile("ui/index.html")
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
+		_, _ = w.Write(b)
+	})
+	mux.HandleFunc("GET /ui/state", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(n.uiState())
+	})
+}
+
+func (n *Node) uiState() uiState {
+	ps := n.Policy()
+	st := uiState{
+		Node: n.cfg.NodeName, Role: n.cfg.Role, Policy: ps.Name, Epoch: ps.Epoch,
+		Draining: n.draining.Load(), Counters: map[string]uint64{}, Ejected: n.hlth.ejected(), Time: time.Now(),
+	}
+	if n.cl != nil {
+		for _, p := range n.cl.Peers() {
+			if p.RingID < 0 {
+				continue
+			}
+			st.Nodes = append(st.Nodes, uiNode{
+				Name: p.Name, RingID: p.RingID, Load: p.Load, Known: p.Known,
+				AgeMs: float64(p.Age) / 1e6, Policy: p.Policy.Name, Epoch: p.Policy.Epoch, Self: p.Name == n.cfg.NodeName,
+			})
+		}
+	}
+	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].RingID < st.Nodes[j].RingID })
+	mfs, _ := n.m.Registry.Gather()
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "swd_transfers_total":
+			for _, m := range mf.GetMetric() {
+				t := uiTransfer{Count: uint64(m.GetCounter().GetValue())}
+				for _, l := range m.GetLabel() {
+					switch l.GetName() {
+					case "peer":
+						t.Peer = l.GetValue()
+					case "direction":
+						t.Direction = l.GetValue()
+					case "outcome":
+						t.Outcome = l.GetValue()
+					}
+				}
+				st.Transfers = append(st.Transfers, t)
+			}
+		case "swd_requests_total", "swd_rejections_total":
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					st.Counters[mf.GetName()[4:len(mf.GetName())-6]+"/"+l.GetValue()] = uint64(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return st
+}
