@@ -64,6 +64,7 @@ killed, they die too.`,
 	f.StringVar(&cfg.BinDir, "bin-dir", "", "directory holding swd and dummyapp (default: next to swdctl)")
 	f.StringVar(&cfg.LogDir, "log-dir", "", "write each process's log to a file here")
 	f.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "how long to wait for every node to see every other")
+	f.StringVar(&cfg.ControlToken, "control-token", "", "control token for every swd (and for the launcher's readiness checks)")
 	f.StringArrayVar(&cfg.SwdArgs, "swd-arg", nil, "extra flag for every swd (repeatable), e.g. --swd-arg=--queue-limit=64")
 	cmd.AddCommand(up)
 	return cmd

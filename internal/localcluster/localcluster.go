@@ -54,6 +54,9 @@ type Config struct {
 	SwdArgs []string
 	// NamePrefix names nodes PREFIX-0, PREFIX-1, ... (default "node").
 	NamePrefix string
+	// ControlToken, if set, is every swd's --control-token; the launcher
+	// uses it to poll readiness.
+	ControlToken string
 }
 
 // DefaultConfig returns a 4-node sleep-mode cluster running nu.
@@ -206,6 +209,7 @@ func (c *Cluster) launch() error {
 		if i > 0 {
 			args = append(args, "--join", seed)
 		}
+		args = append(args, c.tokenArgs()...)
 		args = append(args, c.cfg.SwdArgs...)
 		if err := c.start(name, "swd", args...); err != nil {
 			return err
@@ -218,6 +222,7 @@ func (c *Cluster) launch() error {
 			"--role", "dispatcher", "--node-name", d.Name, "--listen", d.HTTP, "--grpc", d.GRPC,
 			"--admin", d.Admin, "--gossip", d.Gossip, "--join", seed, "--policy", c.cfg.Policy,
 		}
+		args = append(args, c.tokenArgs()...)
 		args = append(args, c.cfg.SwdArgs...)
 		if err := c.start("dispatcher", "swd", args...); err != nil {
 			return err
@@ -225,6 +230,13 @@ func (c *Cluster) launch() error {
 		c.Info.Dispatcher = &d
 	}
 	return nil
+}
+
+func (c *Cluster) tokenArgs() []string {
+	if c.cfg.ControlToken == "" {
+		return nil
+	}
+	return []string{"--control-token", c.cfg.ControlToken}
 }
 
 func (c *Cluster) start(name, bin string, args ...string) error {
@@ -290,7 +302,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		all = append(all, *c.Info.Dispatcher)
 	}
 	for _, ni := range all {
-		if err := waitStatus(ctx, ni.GRPC, c.exited, func(s *swdv1.StatusResponse) bool {
+		if err := waitStatus(ctx, ni.GRPC, c.cfg.ControlToken, c.exited, func(s *swdv1.StatusResponse) bool {
 			known := 0
 			for _, v := range s.GetView() {
 				if v.GetKnown() {
@@ -321,8 +333,12 @@ func (c *Cluster) exited() string {
 	return ""
 }
 
-func waitStatus(ctx context.Context, addr string, exited func() string, ok func(*swdv1.StatusResponse) bool) error {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func waitStatus(ctx context.Context, addr, token string, exited func() string, ok func(*swdv1.StatusResponse) bool) error {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return err
 	}
@@ -492,3 +508,12 @@ func FreePorts(n int) ([]int, error) {
 	}
 	return out, nil
 }
+
+// bearer attaches a control token to every call.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return false }

@@ -1,16 +1,26 @@
 package policy
 
-// RoundRobin sends arrival Seq to node Seq mod n, skipping nodes that are
-// down (the next up node in turn takes it).
+// RoundRobin sends arrival Seq to the (Seq mod k)-th of the k nodes that
+// are up, so a node that is down does not double the share of its
+// successor.
 func RoundRobin(d DispatchView) int {
 	n := len(d.Outstanding)
-	if n == 0 {
+	k := 0
+	for i := 0; i < n; i++ {
+		if d.up(i) {
+			k++
+		}
+	}
+	if k == 0 {
 		return -1
 	}
-	start := int(d.Seq % uint64(n))
-	for k := 0; k < n; k++ {
-		if i := (start + k) % n; d.up(i) {
-			return i
+	want := int(d.Seq % uint64(k))
+	for i := 0; i < n; i++ {
+		if d.up(i) {
+			if want == 0 {
+				return i
+			}
+			want--
 		}
 	}
 	return -1

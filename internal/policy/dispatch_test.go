@@ -47,9 +47,9 @@ func TestRoundRobinTable(t *testing.T) {
 		{"turn is seq mod n", policy.DispatchView{Outstanding: four, Seq: 6}, 2},
 		// Outstanding counts play no part: seq 1 goes to node 1 although it is the busiest.
 		{"ignores load", policy.DispatchView{Outstanding: []int{0, 9, 0, 0}, Seq: 1}, 1},
-		// Node 1 is down: its turn (seq 5, 5 mod 4 = 1) passes to node 2.
-		{"down node skipped", policy.DispatchView{Outstanding: four, Up: []bool{true, false, true, true}, Seq: 5}, 2},
-		// Seq 2: nodes 2 and 3 down, the turn wraps to node 0.
+		// Node 1 is down: the turn runs over the 3 up nodes [0 2 3]; seq 5 mod 3 = 2 picks the third, node 3.
+		{"down node skipped", policy.DispatchView{Outstanding: four, Up: []bool{true, false, true, true}, Seq: 5}, 3},
+		// Seq 2: nodes 2 and 3 down, 2 mod 2 = 0 picks the first up node, node 0.
 		{"skip wraps around", policy.DispatchView{Outstanding: four, Up: []bool{true, true, false, false}, Seq: 2}, 0},
 		// Up nil: every node is up.
 		{"nil Up means all up", policy.DispatchView{Outstanding: four, Up: nil, Seq: 3}, 3},
@@ -87,12 +87,17 @@ func TestRoundRobinStrictTurn(t *testing.T) {
 		for i := range d.Up {
 			d.Up[i] = r.IntN(3) > 0
 		}
-		want := -1
-		for k := range n {
-			if i := (int(d.Seq%uint64(n)) + k) % n; d.Up[i] {
-				want = i
-				break
+		// The (Seq mod k)-th of the k up nodes, so every up node gets an
+		// equal share however many are down.
+		var up []int
+		for i, u := range d.Up {
+			if u {
+				up = append(up, i)
 			}
+		}
+		want := -1
+		if len(up) > 0 {
+			want = up[d.Seq%uint64(len(up))]
 		}
 		require.Equal(t, want, pk.Pick(d), "%+v", d)
 	}

@@ -23,7 +23,8 @@ func PlanCluster(pl Planner, loads []int, m int) (ClusterPlan, error) {
 		}
 		nodes[i] = NodeLoad{Name: fmt.Sprintf("node-%d", i), Load: l, Concurrency: m, Known: true}
 	}
-	out := ClusterPlan{Transfers: []Move{}, After: append([]int(nil), loads...)}
+	out := ClusterPlan{Transfers: []Move{}, After: make([]int, len(loads))}
+	copy(out.After, loads)
 	for i := range nodes {
 		for _, mv := range pl.Plan(View{Self: i, Nodes: nodes}) {
 			out.Transfers = append(out.Transfers, mv)

@@ -86,11 +86,11 @@ func (f PlannerFunc) Plan(v View) []Move { return f(v) }
 // nodes may receive requests, and the arrival's sequence number.
 type DispatchView struct {
 	Outstanding []int
-	Up          []bool // nil means every node is up
+	Up          []bool // nil means every node is up; missing entries are down
 	Seq         uint64
 }
 
-func (d DispatchView) up(i int) bool { return d.Up == nil || d.Up[i] }
+func (d DispatchView) up(i int) bool { return d.Up == nil || (i < len(d.Up) && d.Up[i]) }
 
 // Picker is a dispatch policy: the node an arriving request goes to, or -1
 // when no node is up.

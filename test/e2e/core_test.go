@@ -42,7 +42,7 @@ func TestThousandConcurrentClients(t *testing.T) {
 // With m = 1 requests are served in arrival order.
 func TestArrivalOrderWithMEqualsOne(t *testing.T) {
 	_, nd := oneNode(t, 1)
-	cl := control(t, nd.GRPC)
+	cl := ctl(t, nd.GRPC)
 	hc := client()
 	// The first request holds the slot; the rest queue one by one, each
 	// sent only after the previous one is in the queue.
@@ -71,7 +71,7 @@ func TestArrivalOrderWithMEqualsOne(t *testing.T) {
 // A full queue answers 503 with Retry-After; queued requests still succeed.
 func TestQueueFullGives503WithRetryAfter(t *testing.T) {
 	_, nd := oneNode(t, 1, "--queue-limit=2", "--retry-after=3s")
-	cl := control(t, nd.GRPC)
+	cl := ctl(t, nd.GRPC)
 	hc := client()
 	var wg sync.WaitGroup
 	held := make([]answer, 3)
@@ -95,7 +95,7 @@ func TestQueueFullGives503WithRetryAfter(t *testing.T) {
 // A request waiting too long in the queue gets 503.
 func TestQueueTimeoutGives503(t *testing.T) {
 	_, nd := oneNode(t, 1, "--queue-timeout=200ms")
-	cl := control(t, nd.GRPC)
+	cl := ctl(t, nd.GRPC)
 	hc := client()
 	var wg sync.WaitGroup
 	var first answer
@@ -112,7 +112,7 @@ func TestQueueTimeoutGives503(t *testing.T) {
 // A client that goes away while queued never reaches the app.
 func TestClientGoneWhileQueuedNeverReachesApp(t *testing.T) {
 	_, nd := oneNode(t, 1)
-	cl := control(t, nd.GRPC)
+	cl := ctl(t, nd.GRPC)
 	hc := client()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -142,7 +142,7 @@ func TestClientGoneWhileQueuedNeverReachesApp(t *testing.T) {
 // then swd exits 0.
 func TestSigtermUnderLoadLosesNothing(t *testing.T) {
 	c, nd := oneNode(t, 2)
-	cl := control(t, nd.GRPC)
+	cl := ctl(t, nd.GRPC)
 	hc := client()
 	const n = 40
 	var wg sync.WaitGroup

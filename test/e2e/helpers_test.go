@@ -138,7 +138,7 @@ func stats(t *testing.T, appAddr string) appStats {
 	return s
 }
 
-func control(t *testing.T, addr string) swdv1.ControlClient {
+func ctl(t *testing.T, addr string) swdv1.ControlClient {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
