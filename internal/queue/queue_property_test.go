@@ -1,0 +1,357 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/swd-project/swd/internal/queue"
+)
+
+// mState is a model ticket's state; the last four are terminal.
+type mState int
+
+const (
+	mWaiting mState = iota
+	mGranted
+	mHandedOff // terminal if never put back
+	mDone
+	mTimedOut
+	mCancelled
+)
+
+type mTicket struct {
+	name         string
+	tk           *queue.Ticket
+	key          int64
+	seq          int // order of successful pushes, the queue's tie-break
+	transferable bool
+	st           mState
+	ends         int // terminal outcomes recorded; must end at exactly 1
+}
+
+// model is a reference implementation of the queue's observable behaviour,
+// driven in step with a real queue from a single goroutine.
+type model struct {
+	t        *testing.T
+	rng      *rand.Rand
+	q        *queue.Queue
+	m, limit int
+	// bound is what InFlight may reach: m, or more right after m was
+	// lowered (SetConcurrency takes no slot away), shrinking with each Done.
+	bound    int
+	timeouts bool // Config.Timeout is 1ns: every waiting ticket is overdue
+
+	all      []*mTicket
+	waiting  []*mTicket // ordered by (key, seq)
+	inFlight []*mTicket
+	handed   []*mTicket
+	pushes   int
+	grants   int
+	dones    int
+	log      []string // operations so far, for failure messages
+}
+
+func (md *model) logf(format string, args ...any) {
+	md.log = append(md.log, fmt.Sprintf(format, args...))
+}
+
+// String formats the recent operations for failure messages; testify only
+// formats messages on failure, so passing md (not md.String()) is free.
+func (md *model) String() string { return "ops:\n  " + fmtLines(md.log) }
+
+func fmtLines(lines []string) string {
+	if len(lines) > 30 {
+		lines = append([]string{"..."}, lines[len(lines)-30:]...)
+	}
+	out := ""
+	for i, l := range lines {
+		if i > 0 {
+			out += "\n  "
+		}
+		out += l
+	}
+	return out
+}
+
+func before(a, b *mTicket) bool { return a.key < b.key || (a.key == b.key && a.seq < b.seq) }
+
+func (md *model) insert(mt *mTicket) {
+	i := 0
+	for i < len(md.waiting) && before(md.waiting[i], mt) {
+		i++
+	}
+	md.waiting = slices.Insert(md.waiting, i, mt)
+	mt.st = mWaiting
+}
+
+func (md *model) removeWaiting(mt *mTicket) {
+	i := slices.Index(md.waiting, mt)
+	require.GreaterOrEqual(md.t, i, 0)
+	md.waiting = slices.Delete(md.waiting, i, i+1)
+}
+
+func (md *model) end(mt *mTicket, st mState) {
+	mt.st = st
+	mt.ends++
+}
+
+// grant hands free slots to the head, as the queue must, and checks that the
+// queue granted exactly those tickets, in order.
+func (md *model) grant() {
+	for len(md.inFlight) < md.m && len(md.waiting) > 0 {
+		mt := md.waiting[0]
+		md.waiting = md.waiting[1:]
+		mt.st = mGranted
+		md.inFlight = append(md.inFlight, mt)
+		md.grants++
+		o := md.wait(context.Background(), mt)
+		require.Equal(md.t, queue.Outcome{Kind: queue.Granted}, o.o, "grant of %s: %v\n%s", mt.name, o.err, md)
+		require.NoError(md.t, o.err)
+	}
+}
+
+func (md *model) wait(ctx context.Context, mt *mTicket) waitResult {
+	ctx, cancel := context.WithTimeout(ctx, safety)
+	defer cancel()
+	o, err := md.q.Wait(ctx, mt.tk)
+	return waitResult{o, err}
+}
+
+// check compares the queue with the model at a quiescent point.
+func (md *model) check() {
+	t := md.t
+	want := []string{}
+	for _, mt := range md.waiting {
+		want = append(want, mt.name)
+	}
+	got := []string{}
+	for _, v := range md.q.Snapshot() {
+		got = append(got, v.(string))
+	}
+	require.Equal(t, want, got, "waiting order\n%s", md)
+	require.Equal(t, len(md.waiting), md.q.Waiting(), "Waiting\n%s", md)
+	require.Equal(t, len(md.inFlight), md.q.InFlight(), "InFlight\n%s", md)
+	require.Equal(t, md.q.Waiting()+md.q.InFlight(), md.q.Load(), "Load == Waiting + InFlight")
+	require.Equal(t, md.m, md.q.Concurrency())
+	require.LessOrEqual(t, md.q.InFlight(), md.bound, "InFlight <= m (or what it was when m was lowered)\n%s", md)
+	if md.bound == md.m {
+		require.LessOrEqual(t, md.q.InFlight(), md.m, "InFlight <= m")
+	}
+}
+
+func pick[T any](rng *rand.Rand, s []T) T { return s[rng.IntN(len(s))] }
+
+func (md *model) push() {
+	mt := &mTicket{name: fmt.Sprintf("t%d", len(md.all)), transferable: md.rng.IntN(10) < 7}
+	mt.tk = queue.NewTicket(mt.name, mt.transferable)
+	switch r := md.rng.IntN(10); {
+	case r < 2: // default: push time
+	case r < 4 && len(md.all) > 0: // arrived about when another did
+		mt.tk.Key = pick(md.rng, md.all).key + int64(md.rng.IntN(3)-1)
+		if mt.tk.Key == 0 {
+			mt.tk.Key = 1
+		}
+	default: // a fresh arrival in push order
+		mt.tk.Key = int64(md.pushes+1) * 1000
+	}
+	full := len(md.waiting) >= md.limit && len(md.inFlight) >= md.m
+	err := md.q.Push(mt.tk)
+	md.logf("push %s key=%d transferable=%v -> %v", mt.name, mt.tk.Key, mt.transferable, err)
+	if full {
+		require.ErrorIs(md.t, err, queue.ErrQueueFull, md)
+		require.ErrorContains(md.t, err, fmt.Sprintf("(%d waiting)", len(md.waiting)))
+		return
+	}
+	require.NoError(md.t, err, md)
+	require.NotZero(md.t, mt.tk.Key)
+	mt.key = mt.tk.Key
+	mt.seq = md.pushes
+	md.pushes++
+	md.all = append(md.all, mt)
+	md.insert(mt)
+	md.grant()
+}
+
+func (md *model) handOff() {
+	n := md.rng.IntN(4)
+	peer := fmt.Sprintf("p%d", md.rng.IntN(3))
+	var taken []*mTicket
+	for i := len(md.waiting) - 1; i >= 0 && len(taken) < n; i-- {
+		if md.waiting[i].transferable {
+			taken = append(taken, md.waiting[i])
+		}
+	}
+	got := md.q.HandOff(n, peer)
+	md.logf("handoff %d to %s -> %d", n, peer, got)
+	require.Equal(md.t, len(taken), got, "hand-off count\n%s", md)
+	for _, mt := range taken {
+		md.removeWaiting(mt)
+		mt.st = mHandedOff
+		md.handed = append(md.handed, mt)
+		r := md.wait(context.Background(), mt)
+		require.NoError(md.t, r.err, md)
+		require.Equal(md.t, queue.Outcome{Kind: queue.Transfer, Peer: peer}, r.o, "%s\n%s", mt.name, md)
+	}
+}
+
+func (md *model) putBack() {
+	i := md.rng.IntN(len(md.handed))
+	mt := md.handed[i]
+	md.handed = slices.Delete(md.handed, i, i+1)
+	var err error
+	if md.rng.IntN(3) == 0 {
+		err = md.q.PutBackLocal(mt.tk)
+		mt.transferable = false
+		md.logf("putback-local %s -> %v", mt.name, err)
+	} else {
+		err = md.q.PutBack(mt.tk)
+		md.logf("putback %s -> %v", mt.name, err)
+	}
+	require.NoError(md.t, err, md)
+	require.Equal(md.t, mt.transferable, mt.tk.Transferable)
+	md.insert(mt)
+	md.grant()
+}
+
+func (md *model) done() {
+	i := md.rng.IntN(len(md.inFlight))
+	mt := md.inFlight[i]
+	md.inFlight = slices.Delete(md.inFlight, i, i+1)
+	md.logf("done %s", mt.name)
+	md.q.Done(mt.tk)
+	md.dones++
+	md.end(mt, mDone)
+	md.bound = max(md.m, min(md.bound, len(md.inFlight)))
+	md.grant()
+}
+
+// leave makes a waiting ticket's owner give up: by cancel, or (with
+// timeouts on) by its overdue deadline.
+func (md *model) leave(timeout bool) {
+	mt := pick(md.rng, md.waiting)
+	ctx, cancel := context.WithCancel(context.Background())
+	if !timeout {
+		cancel()
+	}
+	r := md.wait(ctx, mt)
+	cancel()
+	md.logf("leave %s timeout=%v -> %v", mt.name, timeout, r.err)
+	require.Zero(md.t, r.o, "%s\n%s", mt.name, md)
+	md.removeWaiting(mt)
+	switch {
+	case errors.Is(r.err, queue.ErrQueueTimeout) && md.timeouts:
+		// With an overdue deadline and a dead context, either may win.
+		md.end(mt, mTimedOut)
+	case errors.Is(r.err, queue.ErrClientGone) && !timeout:
+		require.ErrorIs(md.t, r.err, context.Canceled)
+		md.end(mt, mCancelled)
+	default:
+		require.FailNow(md.t, "unexpected wait result", "%s: %v\n%s", mt.name, r.err, md)
+	}
+	md.grant() // nothing to grant: a waiter leaving frees no slot
+}
+
+func (md *model) setConcurrency() {
+	m := 1 + md.rng.IntN(4)
+	md.logf("set m=%d", m)
+	require.NoError(md.t, md.q.SetConcurrency(m))
+	md.m = m
+	md.bound = max(m, len(md.inFlight))
+	md.grant()
+}
+
+// step runs one random operation that is possible in the current state.
+func (md *model) step() {
+	for {
+		switch r := md.rng.IntN(100); {
+		case r < 30:
+			md.push()
+		case r < 45:
+			md.handOff()
+		case r < 58 && len(md.handed) > 0:
+			md.putBack()
+		case r < 78 && len(md.inFlight) > 0:
+			md.done()
+		case r < 88 && len(md.waiting) > 0:
+			md.leave(false)
+		case r < 95 && len(md.waiting) > 0 && md.timeouts:
+			md.leave(true)
+		case r >= 95:
+			md.setConcurrency()
+		default:
+			continue
+		}
+		return
+	}
+}
+
+// finish ends every ticket still in the queue; handed-off tickets that were
+// never put back stay with their owners (answered remotely).
+func (md *model) finish() {
+	for len(md.waiting) > 0 || len(md.inFlight) > 0 {
+		if len(md.inFlight) > 0 && (len(md.waiting) == 0 || md.rng.IntN(2) == 0) {
+			md.done()
+		} else {
+			md.leave(md.timeouts && md.rng.IntN(2) == 0)
+		}
+		md.check()
+	}
+}
+
+// TestProperty drives the queue and the model with random operation
+// sequences from fixed seeds and checks, after every operation, the order of
+// waiting tickets (FIFO by key among the waiting; grants from the head, in
+// order), Load == Waiting + InFlight and InFlight <= m; and at the end, that
+// every pushed ticket ended exactly once as granted+done, timed out,
+// cancelled, or handed off and not put back.
+func TestProperty(t *testing.T) {
+	const sequences, ops = 400, 80
+	var totals [mCancelled + 1]int
+	for seed := range uint64(sequences) {
+		rng := rand.New(rand.NewPCG(seed, 0x53d))
+		md := &model{
+			t:        t,
+			rng:      rng,
+			m:        1 + rng.IntN(3),
+			limit:    1 + rng.IntN(6),
+			timeouts: seed%2 == 1,
+		}
+		cfg := queue.Config{Concurrency: md.m, Limit: md.limit}
+		if md.timeouts {
+			cfg.Timeout = time.Nanosecond
+		}
+		md.bound = md.m
+		md.q = newQueue(t, cfg)
+		md.logf("seed %d: %+v", seed, cfg)
+		for range ops {
+			md.step()
+			md.check()
+		}
+		md.finish()
+
+		// Conservation.
+		counts := map[mState]int{}
+		for _, mt := range md.all {
+			if mt.st == mHandedOff {
+				md.end(mt, mHandedOff)
+			}
+			require.Equal(t, 1, mt.ends, "%s ended %d times (state %d)\n%s", mt.name, mt.ends, mt.st, md)
+			counts[mt.st]++
+			totals[mt.st]++
+		}
+		require.Equal(t, md.pushes, counts[mDone]+counts[mTimedOut]+counts[mCancelled]+counts[mHandedOff], md)
+		require.Equal(t, md.grants, md.dones, "every grant done once")
+		require.Equal(t, md.grants, counts[mDone])
+		requireCounts(t, md.q, 0, 0)
+		require.Empty(t, md.q.Snapshot())
+	}
+	t.Logf("%d sequences: done=%d timed out=%d cancelled=%d handed off=%d", sequences,
+		totals[mDone], totals[mTimedOut], totals[mCancelled], totals[mHandedOff])
+}
