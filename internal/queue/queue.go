@@ -124,6 +124,13 @@ func NewTicket(value any, transferable bool) *Ticket {
 // Pushed returns when the ticket was first pushed.
 func (t *Ticket) Pushed() time.Time { return t.pushed }
 
+// epoch anchors monoNanos: wall-clock nanoseconds at process start plus
+// monotonic time since, so default keys never go backwards when the wall
+// clock steps, yet stay comparable with arrival times from other nodes.
+var epoch = time.Now()
+
+func monoNanos(now time.Time) int64 { return epoch.UnixNano() + int64(now.Sub(epoch)) }
+
 // Queue is a bounded FIFO with at most Concurrency tickets in service.
 type Queue struct {
 	cfg Config
@@ -185,7 +192,7 @@ func (q *Queue) Push(t *Ticket) error {
 	t.seq = q.seq
 	t.pushed = now
 	if t.Key == 0 {
-		t.Key = now.UnixNano()
+		t.Key = monoNanos(now)
 	}
 	if q.cfg.Timeout > 0 {
 		t.deadline = now.Add(q.cfg.Timeout)
@@ -214,9 +221,14 @@ func (q *Queue) PutBack(t *Ticket) error {
 // once): it is marked not transferable before it is re-queued.
 func (q *Queue) PutBackLocal(t *Ticket) error {
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	if t.st != stHandedOff {
+		return fmt.Errorf("put back: ticket is not handed off")
+	}
 	t.Transferable = false
-	q.mu.Unlock()
-	return q.PutBack(t)
+	q.insert(t)
+	q.grantLocked()
+	return nil
 }
 
 // insert places t among the waiting tickets by (Key, seq), scanning from the
@@ -247,9 +259,11 @@ func (q *Queue) slotFree() bool { return q.nInFlight.Load() < q.conc.Load() }
 func (q *Queue) grantLocked() {
 	for q.slotFree() && q.waiting.Len() > 0 {
 		t := q.waiting.Front().Value.(*Ticket)
+		// Count it in flight before it leaves the waiting count, so a
+		// lock-free Load never reads low.
+		q.nInFlight.Add(1)
 		q.remove(t)
 		t.st = stGranted
-		q.nInFlight.Add(1)
 		t.notify <- Outcome{Kind: Granted}
 	}
 	q.checkIdleLocked()
@@ -292,11 +306,19 @@ func (q *Queue) abandon(t *Ticket, err error) (Outcome, error) {
 		return Outcome{}, err
 	}
 	q.mu.Unlock()
-	o := <-t.notify // sent under the lock before st changed
-	if o.Kind == Evicted {
-		return Outcome{}, fmt.Errorf("%w: evicted from the queue", ErrDraining)
+	// A grant, hand-off or eviction decided concurrently was sent under the
+	// lock before st changed, so it is in the buffer now. Anything else (a
+	// ticket never pushed, already finished, or whose hand-off was already
+	// received) has nothing pending: report ctx's error.
+	select {
+	case o := <-t.notify:
+		if o.Kind == Evicted {
+			return Outcome{}, fmt.Errorf("%w: evicted from the queue", ErrDraining)
+		}
+		return o, nil
+	default:
+		return Outcome{}, err
 	}
-	return o, nil
 }
 
 // Done releases a slot granted to a ticket and grants the next waiter.

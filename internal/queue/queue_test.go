@@ -971,9 +971,6 @@ func TestDoneWithoutSlotPanics(t *testing.T) {
 }
 
 func TestPutBackLocalFailureHasNoSideEffect(t *testing.T) {
-	t.Skip("bug: PutBackLocal sets t.Transferable = false before PutBack checks the ticket's state, " +
-		"so a refused PutBackLocal (ticket still waiting) leaves a waiting ticket permanently " +
-		"non-transferable: a later HandOff(1) returns 0 instead of 1")
 	q := newQueue(t, cfgM(1))
 	push(t, q, "g", true)
 	x := push(t, q, "x", true)
@@ -984,10 +981,6 @@ func TestPutBackLocalFailureHasNoSideEffect(t *testing.T) {
 }
 
 func TestWaitHonoursContextWithoutPendingOutcome(t *testing.T) {
-	t.Skip("bug: Wait on a ticket that is not waiting and has no undelivered outcome " +
-		"(never pushed, Push refused with ErrQueueFull, already Done, already cancelled, " +
-		"Transfer already received and not put back) ignores ctx: abandon sees st != stWaiting " +
-		"and blocks on <-t.notify forever, leaking the goroutine")
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, q *queue.Queue) *queue.Ticket
