@@ -207,6 +207,14 @@ type engine struct {
 	rts           []time.Duration
 	err           error
 
+	// snapshotBursts, when set (studies), makes the dispatcher place every
+	// request of a burst (same arrival instant) on the counts it had when
+	// the burst arrived, as a dispatcher issuing a burst's requests in
+	// parallel would.
+	snapshotBursts bool
+	snapLoad       []int
+	lastArr        int64
+
 	// onDone, when set (tests), sees every completion.
 	onDone func(seq int64, node int, rt time.Duration)
 }
@@ -344,6 +352,13 @@ func (e *engine) arrive() {
 	}
 	e.inSystem++
 	d := policy.DispatchView{Outstanding: e.load, Seq: uint64(seq)}
+	if e.snapshotBursts && e.kind == policy.KindDispatch {
+		if seq == 0 || e.now != e.lastArr {
+			e.snapLoad = append(e.snapLoad[:0], e.load...)
+		}
+		e.lastArr = e.now
+		d.Outstanding = e.snapLoad
+	}
 	var target int
 	if e.kind == policy.KindDispatch {
 		target = e.picker.Pick(d)
