@@ -96,6 +96,8 @@ environment, which wins over the file.`,
 	fs.StringVar(&c.Proxy.Placement, "placement", c.Proxy.Placement, `where a transferred request lands in the target's queue: "arrival" (by original arrival time) or "tail"`)
 	fs.StringSliceVar(&f.idempotent, "idempotent-methods", c.Proxy.IdempotentMethods, "methods run locally once if a transfer fails after the peer may have started them")
 	fs.DurationVar(&c.Proxy.RetryAfter, "retry-after", c.Proxy.RetryAfter, "Retry-After advice on 503 answers")
+	fs.DurationVar(&c.Proxy.TransferTimeout, "transfer-timeout", c.Proxy.TransferTimeout, "longest a transfer may take, from hand-off to the end of the peer's answer")
+	fs.BoolVar(&c.Proxy.EarlyReject, "early-reject", c.Proxy.EarlyReject, "answer 503 at once when the predicted wait exceeds --queue-timeout")
 	fs.StringVar(&f.gossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) that encrypts gossip")
 	fs.StringVar(&c.Control.Token, "control-token", "", "token required on the control API (required when --grpc is beyond loopback)")
 	fs.StringVar(&f.tokenFile, "control-token-file", "", "file holding the control token")

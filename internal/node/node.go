@@ -359,6 +359,7 @@ func (n *Node) Start() error {
 			return err
 		}
 		n.h.OnTransfer(n.hlth.record)
+		n.h.SetBacklog(n.clusterBacklog)
 		ts, err := transfer.NewServer(transfer.ServerConfig{
 			NodeName: n.cfg.NodeName, MaxHops: max(n.cfg.Proxy.MaxHops, 1), ChunkSize: 32 << 10, CheckMembership: true,
 		}, n.h, n)
@@ -488,6 +489,24 @@ func (n *Node) backends() []proxy.Backend {
 		}
 	}
 	return out
+}
+
+// clusterBacklog counts the requests waiting and the slots serving them
+// over every node this node could move work to (itself when no transfer
+// policy runs).
+func (n *Node) clusterBacklog() (ahead, slots int) {
+	st := n.pol.Load()
+	if st.p.Kind != policy.KindTransfer || n.draining.Load() {
+		return n.q.Waiting(), n.q.Concurrency()
+	}
+	v := n.planView(st)
+	for i, nl := range v.Nodes {
+		if nl.Known || i == v.Self {
+			ahead += nl.Waiting()
+			slots += max(nl.Concurrency, 1)
+		}
+	}
+	return ahead, slots
 }
 
 func (n *Node) picker() policy.Picker {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -55,6 +56,13 @@ type Config struct {
 	IdempotentMethods []string
 	// RetryAfter is the Retry-After advice on 503 answers. Default 1s.
 	RetryAfter time.Duration
+	// TransferTimeout bounds a whole transfer (queueing and service on the
+	// peer, and the answer). Default 60s.
+	TransferTimeout time.Duration
+	// EarlyReject answers 503 at once when the predicted wait (requests
+	// ahead × recent mean service time ÷ slots) exceeds the queue timeout,
+	// instead of queueing a request that would time out anyway.
+	EarlyReject bool
 	// Logger receives debug request logs and warnings.
 	Logger *slog.Logger
 }
@@ -69,6 +77,8 @@ func DefaultConfig() Config {
 		Placement:         "arrival",
 		IdempotentMethods: []string{http.MethodGet, http.MethodHead, http.MethodOptions},
 		RetryAfter:        time.Second,
+		TransferTimeout:   time.Minute,
+		EarlyReject:       true,
 	}
 }
 
@@ -92,6 +102,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("proxy: placement must be \"arrival\" or \"tail\", got %q", c.Placement)
 	case c.RetryAfter < 0:
 		return fmt.Errorf("proxy: retry-after must not be negative, got %s", c.RetryAfter)
+	case c.TransferTimeout <= 0:
+		return fmt.Errorf("proxy: transfer timeout must be positive, got %s", c.TransferTimeout)
 	}
 	return nil
 }
@@ -115,6 +127,71 @@ type Handler struct {
 	idPrefix string
 	// Health hooks a peer-health tracker into transfer outcomes.
 	onTransfer func(peer string, err error)
+	// service is the recent mean service time of local requests.
+	service ewma
+	// backlog reports the requests ahead of a new arrival and the slots
+	// serving them (see SetBacklog).
+	backlog func() (ahead, slots int)
+}
+
+// ewma is an exponentially weighted moving average of durations, updated
+// lock-free.
+type ewma struct{ bits atomic.Uint64 }
+
+const ewmaWeight = 0.1
+
+func (e *ewma) observe(d time.Duration) {
+	for {
+		old := e.bits.Load()
+		cur := math.Float64frombits(old)
+		next := float64(d)
+		if old != 0 {
+			next = cur + ewmaWeight*(float64(d)-cur)
+		}
+		if e.bits.CompareAndSwap(old, math.Float64bits(next)) {
+			return
+		}
+	}
+}
+
+func (e *ewma) mean() time.Duration { return time.Duration(math.Float64frombits(e.bits.Load())) }
+
+// SetBacklog sets a second opinion for the early-reject check: when this
+// node's own waiting requests and m predict a miss, f's count of requests
+// ahead and slots decides. A node running a transfer policy counts the
+// whole cluster, since its excess moves to other nodes. Call before serving.
+func (h *Handler) SetBacklog(f func() (ahead, slots int)) { h.backlog = f }
+
+// MeanServiceTime is the recent mean time the local app took per request.
+func (h *Handler) MeanServiceTime() time.Duration { return h.service.mean() }
+
+// overloaded reports whether a new arrival would wait past the queue
+// timeout, by the current backlog and mean service time.
+func (h *Handler) overloaded() error {
+	timeout := h.q.Config().Timeout
+	if !h.cfg.EarlyReject || timeout <= 0 {
+		return nil
+	}
+	mean := h.service.mean()
+	if mean <= 0 {
+		return nil
+	}
+	predict := func(ahead, slots int) time.Duration {
+		return time.Duration(float64(ahead) * float64(mean) / float64(max(slots, 1)))
+	}
+	// The local backlog is cheap to read; only when it alone predicts a
+	// miss is the (cluster-wide) backlog consulted.
+	ahead, slots := h.q.Waiting(), h.q.Concurrency()
+	predicted := predict(ahead, slots)
+	if predicted > timeout && h.backlog != nil {
+		ahead, slots = h.backlog()
+		predicted = predict(ahead, slots)
+	}
+	if predicted > timeout {
+		return fmt.Errorf("%w: %d requests ahead at %s each over %d slots is %s, more than the %s queue timeout",
+			swderr.ErrOverloaded, ahead, mean.Round(time.Microsecond), slots, predicted.Round(time.Millisecond), timeout)
+	}
+	return nil
 }
 
 // New returns a node's HTTP handler. fwd and peers may be nil on a node
@@ -195,6 +272,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, p, err, start)
 		return
 	}
+	if err := h.overloaded(); err != nil {
+		h.fail(w, r, p, err, start)
+		return
+	}
 	t := queue.NewTicket(p, transferable && h.cfg.MaxHops > 0)
 	if err := h.q.Push(t); err != nil {
 		h.fail(w, r, p, err, start)
@@ -221,6 +302,10 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 		t.Key = in.Arrival.UnixNano()
 	}
 	peer := in.From
+	if err := h.overloaded(); err != nil {
+		h.m.Transfers.WithLabelValues(metrics.DirIn, peer, metrics.TransferRefused).Inc()
+		return err
+	}
 	if err := h.q.Push(t); err != nil {
 		h.m.Transfers.WithLabelValues(metrics.DirIn, peer, metrics.TransferRefused).Inc()
 		return err
@@ -313,7 +398,11 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 		r.Body = io.NopCloser(p.stream)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
+	began := time.Now()
 	h.rp.ServeHTTP(w, r)
+	if r.Context().Err() == nil {
+		h.service.observe(time.Since(began))
+	}
 	if h.log.Enabled(r.Context(), slog.LevelDebug) {
 		h.log.Debug("request served locally", "id", p.id, "method", r.Method, "transferred_in", p.in != nil,
 			"wait", time.Since(t.Pushed()).String())
@@ -343,7 +432,9 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 	msg := transfer.ToMessage(transfer.Outbound{
 		ID: p.id, Request: r, Body: p.body, Arrival: p.arrival, Hops: p.hops, From: h.cfg.NodeName,
 	})
-	res, ferr := h.fwd.Forward(ctx, addr, msg, w)
+	tctx, cancel := context.WithTimeout(ctx, h.cfg.TransferTimeout)
+	res, ferr := h.fwd.Forward(tctx, addr, msg, w)
+	cancel()
 	if h.onTransfer != nil {
 		h.onTransfer(peer, ferr)
 	}

@@ -1,0 +1,327 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/swd-project/swd/internal/queue"
+	"github.com/swd-project/swd/internal/transfer"
+	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+)
+
+// TestTransferServedByPeer: a request waiting on node-a and handed to
+// node-b is served by node-b's app; the client gets node-b's answer (status,
+// headers, body, trailers) and node-a's app never sees the request.
+func TestTransferServedByPeer(t *testing.T) {
+	na, nb := pair(t, nodeOpts{}, nodeOpts{})
+	c := newHTTPClient(t)
+	holder := hold(t, c, na, "holder")
+
+	r := newReq(t, context.Background(), http.MethodPost, na.front.URL, "/work?ms=1", "x", strings.NewReader("payload"))
+	r.Host = "front.example"
+	r.Header.Set("Connection", "X-Hop")
+	r.Header.Set("X-Hop", "secret")
+	r.Header.Set("X-End", "1")
+	x := goDo(c, r)
+	eventually(t, func() bool { return na.q.Waiting() == 1 }, "x never queued on node-a")
+	require.Equal(t, 1, na.q.HandOff(1, "node-b"))
+
+	res := await(t, x)
+	require.NoError(t, res.err)
+	assert.Equal(t, http.StatusOK, res.resp.StatusCode)
+	assert.Equal(t, "node-b", res.resp.Header.Get("X-Served-By"))
+	assert.Equal(t, "node-b POST 7", string(res.body))
+	assert.Equal(t, "7", res.resp.Trailer.Get("X-Sum"), "trailers survive the transfer")
+	assert.Equal(t, 1, nb.app.count("x"))
+	assert.Zero(t, na.app.count("x"), "node-a's app saw a transferred request")
+
+	got, ok := nb.app.request("x")
+	require.True(t, ok)
+	assert.Equal(t, "front.example", got.Host)
+	assert.Equal(t, "/work?ms=1", got.Path)
+	assert.Equal(t, "payload", string(got.Body))
+	assert.Equal(t, "127.0.0.1", got.Header.Get("X-Forwarded-For"))
+	assert.Equal(t, "http", got.Header.Get("X-Forwarded-Proto"))
+	assert.Equal(t, "front.example", got.Header.Get("X-Forwarded-Host"))
+	assert.Equal(t, "1", got.Header.Get("X-End"))
+	assert.Empty(t, got.Header.Get("X-Hop"))
+
+	na.app.releaseAll()
+	require.NoError(t, await(t, holder).err)
+	assert.Zero(t, na.q.Load())
+	assert.Zero(t, nb.q.Load())
+}
+
+// TestTransferRefusedServedLocally: when node-b refuses, the request goes
+// back into node-a's queue and node-a serves it, exactly once.
+func TestTransferRefusedServedLocally(t *testing.T) {
+	tests := []struct {
+		name string
+		// refuse makes node-b refuse transfers; it may start requests.
+		refuse func(t *testing.T, c *http.Client, nb *node)
+	}{
+		{
+			// node-b's queue is full: one in service, one waiting, limit 1.
+			name: "peer queue full",
+			refuse: func(t *testing.T, c *http.Client, nb *node) {
+				hold(t, c, nb, "b-holder")
+				goDo(c, newReq(t, context.Background(), http.MethodGet, nb.front.URL, "/", "b-waiter", nil))
+				eventually(t, func() bool { return nb.q.Waiting() == 1 }, "b-waiter never queued")
+			},
+		},
+		{
+			// node-b is draining.
+			name:   "peer draining",
+			refuse: func(_ *testing.T, _ *http.Client, nb *node) { nb.q.Drain() },
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			na, nb := pair(t, nodeOpts{}, nodeOpts{queue: queue.Config{Concurrency: 1, Limit: 1, Timeout: 3 * waitLimit}})
+			c := newHTTPClient(t)
+			tc.refuse(t, c, nb)
+			holder := hold(t, c, na, "holder")
+			x := goDo(c, newReq(t, context.Background(), http.MethodPost, na.front.URL, "/", "x", strings.NewReader("p")))
+			eventually(t, func() bool { return na.q.Waiting() == 1 }, "x never queued on node-a")
+			require.Equal(t, 1, na.q.HandOff(1, "node-b"))
+
+			// The refused request is back in node-a's queue.
+			eventually(t, func() bool { return na.q.Waiting() == 1 }, "x not put back on node-a")
+			assert.Equal(t, []string{"x"}, waiting(na.q))
+
+			na.app.releaseAll()
+			require.NoError(t, await(t, holder).err)
+			res := await(t, x)
+			require.NoError(t, res.err)
+			assert.Equal(t, http.StatusOK, res.resp.StatusCode)
+			assert.Equal(t, "node-a", res.resp.Header.Get("X-Served-By"))
+			assert.Equal(t, "node-a POST 1", string(res.body))
+			assert.Equal(t, 1, na.app.count("x"), "served exactly once on node-a")
+			assert.Zero(t, nb.app.count("x"))
+		})
+	}
+}
+
+// TestTransferUnknownPeer: a hand-off to a peer with no known address is
+// put back and served locally.
+func TestTransferUnknownPeer(t *testing.T) {
+	na, nb := pair(t, nodeOpts{}, nodeOpts{})
+	c := newHTTPClient(t)
+	holder := hold(t, c, na, "holder")
+	x := goDo(c, newReq(t, context.Background(), http.MethodPost, na.front.URL, "/", "x", nil))
+	eventually(t, func() bool { return na.q.Waiting() == 1 }, "x never queued")
+	require.Equal(t, 1, na.q.HandOff(1, "node-zz"))
+	eventually(t, func() bool { return na.q.Waiting() == 1 }, "x not put back")
+	na.app.releaseAll()
+	require.NoError(t, await(t, holder).err)
+	res := await(t, x)
+	require.NoError(t, res.err)
+	assert.Equal(t, "node-a", res.resp.Header.Get("X-Served-By"))
+	assert.Equal(t, 1, na.app.count("x"))
+	assert.Zero(t, nb.app.total())
+}
+
+// TestTransferPlacement: a transferred request lands in node-b's queue by
+// its original arrival time ("arrival") or at the tail ("tail").
+func TestTransferPlacement(t *testing.T) {
+	tests := []struct {
+		placement string
+		want      []string
+	}{
+		// x arrived on node-a before y1 and y2 arrived on node-b: ahead of them.
+		{"arrival", []string{"x", "y1", "y2"}},
+		// At the tail, behind everything already waiting.
+		{"tail", []string{"y1", "y2", "x"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.placement, func(t *testing.T) {
+			na, nb := pair(t, nodeOpts{}, nodeOpts{cfg: func(c *Config) { c.Placement = tc.placement }})
+			c := newHTTPClient(t)
+			ha := hold(t, c, na, "a-holder")
+			hb := hold(t, c, nb, "b-holder")
+
+			x := goDo(c, newReq(t, context.Background(), http.MethodGet, na.front.URL, "/", "x", nil))
+			eventually(t, func() bool { return na.q.Waiting() == 1 }, "x never queued on node-a")
+			y1 := goDo(c, newReq(t, context.Background(), http.MethodGet, nb.front.URL, "/", "y1", nil))
+			eventually(t, func() bool { return nb.q.Waiting() == 1 }, "y1 never queued on node-b")
+			y2 := goDo(c, newReq(t, context.Background(), http.MethodGet, nb.front.URL, "/", "y2", nil))
+			eventually(t, func() bool { return nb.q.Waiting() == 2 }, "y2 never queued on node-b")
+
+			require.Equal(t, 1, na.q.HandOff(1, "node-b"))
+			eventually(t, func() bool { return nb.q.Waiting() == 3 }, "x never reached node-b's queue")
+			assert.Equal(t, tc.want, waiting(nb.q))
+
+			nb.app.releaseAll()
+			na.app.releaseAll()
+			for _, ch := range []<-chan result{ha, hb, y1, y2} {
+				require.NoError(t, await(t, ch).err)
+			}
+			res := await(t, x)
+			require.NoError(t, res.err)
+			assert.Equal(t, "node-b", res.resp.Header.Get("X-Served-By"))
+			assert.Zero(t, na.app.count("x"))
+		})
+	}
+}
+
+// TestTransferFailsAfterPeerStarted: node-b's gRPC server stops while its
+// app runs the transferred request. The transfer may have started: a GET
+// is run again locally exactly once, a POST gets 502.
+func TestTransferFailsAfterPeerStarted(t *testing.T) {
+	tests := []struct {
+		method     string
+		wantStatus int
+		wantLocal  int
+	}{
+		// Idempotent: put back as local-only and served by node-a.
+		{http.MethodGet, http.StatusOK, 1},
+		// Not idempotent: never run twice; the client gets a 502.
+		{http.MethodPost, http.StatusBadGateway, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method, func(t *testing.T) {
+			na, nb := pair(t, nodeOpts{}, nodeOpts{})
+			c := newHTTPClient(t)
+			holder := hold(t, c, na, "holder")
+			x := goDo(c, newReq(t, context.Background(), tc.method, na.front.URL, "/hold", "x", nil))
+			eventually(t, func() bool { return na.q.Waiting() == 1 }, "x never queued on node-a")
+			require.Equal(t, 1, na.q.HandOff(1, "node-b"))
+			eventually(t, func() bool { return nb.app.count("x") == 1 }, "x never started on node-b")
+			nb.gs.Stop()
+
+			if tc.method == http.MethodGet {
+				eventually(t, func() bool { return na.q.Waiting() == 1 }, "x not put back on node-a")
+				assert.Zero(t, na.q.HandOff(1, "node-b"), "a re-run request is local-only")
+				na.app.releaseAll()
+			}
+			res := await(t, x)
+			require.NoError(t, res.err)
+			assert.Equal(t, tc.wantStatus, res.resp.StatusCode)
+			if tc.wantStatus == http.StatusOK {
+				assert.Equal(t, "node-a", res.resp.Header.Get("X-Served-By"))
+			} else {
+				assert.NotEmpty(t, res.resp.Header.Get("X-Swd-Error"))
+			}
+			assert.Equal(t, tc.wantLocal, na.app.count("x"))
+			assert.Equal(t, 1, nb.app.count("x"), "started once on node-b")
+			na.app.releaseAll()
+			require.NoError(t, await(t, holder).err)
+		})
+	}
+}
+
+// bugTruncatedTransfer is why TestTransferAppCutOffOnPeer is skipped.
+const bugTruncatedTransfer = "bug: a transferred request whose app answer breaks off mid-body is relayed as a complete " +
+	"(truncated) response: ReverseProxy does not panic outside an http.Server, ServeTransferred returns nil " +
+	"and Server.Forward ends the stream with OK"
+
+// TestTransferAppCutOffOnPeer: node-b's app breaks off its answer
+// mid-body. The client on node-a must see a broken response, as it would if
+// node-a had served it (TestLocalAppCutOff), not a clean short one.
+func TestTransferAppCutOffOnPeer(t *testing.T) {
+	t.Skip(bugTruncatedTransfer)
+	na, nb := pair(t, nodeOpts{}, nodeOpts{})
+	c := newHTTPClient(t)
+	holder := hold(t, c, na, "holder")
+	x := goDo(c, newReq(t, context.Background(), http.MethodGet, na.front.URL, "/cut", "x", nil))
+	eventually(t, func() bool { return na.q.Waiting() == 1 }, "x never queued")
+	require.Equal(t, 1, na.q.HandOff(1, "node-b"))
+	res := await(t, x)
+	assert.Equal(t, 1, nb.app.count("x"))
+	require.Error(t, res.err, "got a clean %q instead of a broken response", res.body)
+	na.app.releaseAll()
+	require.NoError(t, await(t, holder).err)
+}
+
+// headThenFail is a Transfer service that sends a head and part of a body,
+// then fails the stream.
+type headThenFail struct {
+	swdv1.UnimplementedTransferServer
+}
+
+func (headThenFail) Forward(_ *swdv1.ForwardRequest, s swdv1.Transfer_ForwardServer) error {
+	if err := s.Send(&swdv1.ForwardResponse{Part: &swdv1.ForwardResponse_Head{Head: &swdv1.ResponseHead{Status: 200, ServedBy: "node-c"}}}); err != nil {
+		return err
+	}
+	if err := s.Send(&swdv1.ForwardResponse{Part: &swdv1.ForwardResponse_BodyChunk{BodyChunk: []byte("part")}}); err != nil {
+		return err
+	}
+	return status.Error(codes.Internal, "peer broke")
+}
+
+// TestTransferBrokenAfterHeadAbortsClient: a transfer whose answer breaks
+// after the head aborts the client's response (the head cannot be taken
+// back), and nothing is re-run.
+func TestTransferBrokenAfterHeadAbortsClient(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer()
+	swdv1.RegisterTransferServer(gs, headThenFail{})
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+
+	na := newNode(t, "node-a", nodeOpts{peers: peerMap{"node-c": ln.Addr().String()}})
+	c := newHTTPClient(t)
+	holder := hold(t, c, na, "holder")
+	x := goDo(c, newReq(t, context.Background(), http.MethodGet, na.front.URL, "/", "x", nil))
+	eventually(t, func() bool { return na.q.Waiting() == 1 }, "x never queued")
+	require.Equal(t, 1, na.q.HandOff(1, "node-c"))
+	res := await(t, x)
+	require.Error(t, res.err, "client must see the answer as broken")
+	na.app.releaseAll()
+	require.NoError(t, await(t, holder).err)
+	assert.Zero(t, na.app.count("x"))
+}
+
+// TestServeTransferredNeverPanics: with MaxHops 2 a request transferred to
+// node-b may move on to node-c. If node-c's answer breaks after its head,
+// node-b's ServeTransferred runs inside a gRPC handler, which does not
+// recover panics: it must return an error, not panic(http.ErrAbortHandler)
+// (which would crash the daemon).
+func TestServeTransferredNeverPanics(t *testing.T) {
+	t.Skip("bug: transferOut panics with http.ErrAbortHandler inside ServeTransferred (a gRPC handler) when a second-hop answer breaks after its head; gRPC does not recover it and the process dies")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer()
+	swdv1.RegisterTransferServer(gs, headThenFail{})
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+
+	nb := newNode(t, "node-b", nodeOpts{peers: peerMap{"node-c": ln.Addr().String()}, cfg: func(c *Config) { c.MaxHops = 2 }})
+	c := newHTTPClient(t)
+	holder := hold(t, c, nb, "holder")
+
+	m := transfer.ToMessage(transfer.Outbound{ID: "x", Request: httptest.NewRequest(http.MethodGet, "/", nil), Arrival: time.Now(), From: "node-a"})
+	r, in, err := transfer.FromMessage(context.Background(), m)
+	require.NoError(t, err)
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		_ = nb.h.ServeTransferred(httptest.NewRecorder(), r, in)
+	}()
+	eventually(t, func() bool { return nb.q.Waiting() == 1 }, "x never queued on node-b")
+	require.Equal(t, 1, nb.q.HandOff(1, "node-c"), "a 1-hop request may move once more with MaxHops 2")
+	select {
+	case p := <-done:
+		assert.Nil(t, p, "ServeTransferred panicked")
+		if e, ok := p.(error); ok {
+			assert.False(t, errors.Is(e, http.ErrAbortHandler))
+		}
+	case <-time.After(3 * waitLimit):
+		t.Fatal("ServeTransferred did not return")
+	}
+	nb.app.releaseAll()
+	require.NoError(t, await(t, holder).err)
+}
