@@ -184,6 +184,13 @@ func validMessage() *swdv1.ForwardRequest {
 	}
 }
 
+// addHeader returns a mutation that appends a header field to a message.
+func addHeader(name string, values ...string) func(m *swdv1.ForwardRequest) {
+	return func(m *swdv1.ForwardRequest) {
+		m.Headers = append(m.Headers, &swdv1.Header{Name: name, Values: values})
+	}
+}
+
 func TestFromMessageRejects(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -218,14 +225,14 @@ func TestFromMessageRejects(t *testing.T) {
 		{"query with LF", func(m *swdv1.ForwardRequest) { m.RawQuery = "a=b\nX: y" }},
 		{"query with fragment", func(m *swdv1.ForwardRequest) { m.RawQuery = "a=b#frag" }},
 		// Header names must be tokens.
-		{"empty header name", func(m *swdv1.ForwardRequest) { m.Headers = append(m.Headers, &swdv1.Header{Name: "", Values: []string{"v"}}) }},
-		{"header name with space", func(m *swdv1.ForwardRequest) { m.Headers = append(m.Headers, &swdv1.Header{Name: "X Bad", Values: []string{"v"}}) }},
-		{"header name with colon", func(m *swdv1.ForwardRequest) { m.Headers = append(m.Headers, &swdv1.Header{Name: "X:Bad", Values: []string{"v"}}) }},
-		{"header name with CRLF", func(m *swdv1.ForwardRequest) { m.Headers = append(m.Headers, &swdv1.Header{Name: "X\r\nBad", Values: []string{"v"}}) }},
+		{"empty header name", addHeader("", "v")},
+		{"header name with space", addHeader("X Bad", "v")},
+		{"header name with colon", addHeader("X:Bad", "v")},
+		{"header name with CRLF", addHeader("X\r\nBad", "v")},
 		// Header values must not contain CR, LF or NUL (header injection).
-		{"header value with CR", func(m *swdv1.ForwardRequest) { m.Headers = append(m.Headers, &swdv1.Header{Name: "X-V", Values: []string{"a\rb"}}) }},
-		{"header value with LF", func(m *swdv1.ForwardRequest) { m.Headers = append(m.Headers, &swdv1.Header{Name: "X-V", Values: []string{"ok", "a\nX-Injected: 1"}}) }},
-		{"header value with NUL", func(m *swdv1.ForwardRequest) { m.Headers = append(m.Headers, &swdv1.Header{Name: "X-V", Values: []string{"a\x00b"}}) }},
+		{"header value with CR", addHeader("X-V", "a\rb")},
+		{"header value with LF", addHeader("X-V", "ok", "a\nX-Injected: 1")},
+		{"header value with NUL", addHeader("X-V", "a\x00b")},
 		// The Host header may not carry a path or userinfo.
 		{"host with slash", func(m *swdv1.ForwardRequest) { m.Host = "evil/x" }},
 		{"host with at", func(m *swdv1.ForwardRequest) { m.Host = "user@evil" }},
