@@ -36,7 +36,7 @@ type LocalConfig struct {
 }
 
 // DefaultLocalConfig is 16 sleeping nodes and a dispatcher, from
-// bin/swdctl.
+// bin/swdctl (or swdctl on PATH when that does not exist).
 func DefaultLocalConfig() LocalConfig {
 	return LocalConfig{
 		Swdctl:       "bin/swdctl",
@@ -130,12 +130,11 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (*LocalCluster, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(cfg.Swdctl); err != nil {
-		if _, perr := exec.LookPath(cfg.Swdctl); perr != nil {
-			return nil, fmt.Errorf("swdctl not found at %s (build it with `make build`, or pass --swdctl PATH)", cfg.Swdctl)
-		}
+	bin, err := findSwdctl(cfg.Swdctl)
+	if err != nil {
+		return nil, err
 	}
-	cmd := exec.Command(cfg.Swdctl, cfg.Args()...)
+	cmd := exec.Command(bin, cfg.Args()...)
 	setProcessGroup(cmd)
 	if cfg.Stderr != nil {
 		cmd.Stderr = cfg.Stderr
@@ -202,6 +201,23 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (*LocalCluster, error) {
 		_ = c.Close()
 		return nil, ctx.Err()
 	}
+}
+
+// findSwdctl returns path if it exists, else swdctl from PATH when path is
+// the default bin/swdctl.
+func findSwdctl(path string) (string, error) {
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if p, err := exec.LookPath(path); err == nil {
+		return p, nil
+	}
+	if path == DefaultLocalConfig().Swdctl {
+		if p, err := exec.LookPath("swdctl"); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("swdctl not found at %s (build it with `make build`, or pass --swdctl PATH)", path)
 }
 
 // Targets are the nodes' HTTP addresses.

@@ -9,12 +9,6 @@ import (
 	"syscall"
 )
 
-// setProcessGroup puts swdctl in its own process group, so a terminal's
-// Ctrl-C reaches only loadgen, which then stops swdctl with one SIGINT.
-func setProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-}
-
 func interrupt(cmd *exec.Cmd) error { return cmd.Process.Signal(os.Interrupt) }
 
 // killGroup kills the process group of cmd (its id is cmd's pid).

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -157,12 +159,20 @@ func Run(ctx context.Context, c RunConfig) (RunResult, error) {
 	if maxWorkers == 0 {
 		maxWorkers = vegeta.DefaultMaxWorkers
 	}
+	// Our own transport: its idle connections are closed after the run (a
+	// sweep would otherwise pile them up), and every request carries ctx so
+	// stopping a run aborts what is in flight. No proxy: the response times
+	// must be the cluster's.
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: c.Connections,
+	}
+	defer tr.CloseIdleConnections()
 	atk := vegeta.NewAttacker(
+		vegeta.Client(&http.Client{Transport: ctxTransport{ctx: ctx, base: tr}}),
 		vegeta.Timeout(c.Timeout),
 		vegeta.Workers(c.Workers),
 		vegeta.MaxWorkers(maxWorkers),
-		vegeta.Connections(c.Connections),
-		vegeta.KeepAlive(true),
 		vegeta.MaxBody(0),
 	)
 
@@ -235,4 +245,14 @@ func Run(ctx context.Context, c RunConfig) (RunResult, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// ctxTransport gives every request the run's context.
+type ctxTransport struct {
+	ctx  context.Context
+	base http.RoundTripper
+}
+
+func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return t.base.RoundTrip(r.WithContext(t.ctx))
 }

@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -65,6 +66,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEn
 
 // NewCommand builds the loadgen command tree.
 func NewCommand(stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *cobra.Command {
+	// stderr is written by the sweep's progress and by swdctl's output
+	// copier at once; a file is safe for that, anything else gets a lock.
+	if _, isFile := stderr.(*os.File); !isFile {
+		stderr = &lockedWriter{w: stderr}
+	}
 	e := &env{stdout: stdout, stderr: stderr, lookupEnv: lookupEnv}
 	root := &cobra.Command{
 		Use:   "loadgen",
@@ -94,6 +100,18 @@ the file.`,
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	}
 	return root
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // noArgs rejects positional arguments with a usage error.

@@ -270,6 +270,14 @@ func parsePolicies(list []string) ([]string, error) {
 	return out, nil
 }
 
+// nodes renders "1 node" or "4 nodes".
+func nodes(n int) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return fmt.Sprintf("%d nodes", n)
+}
+
 func title(cmd string, policies []string, rates []float64, where string) string {
 	return fmt.Sprintf("loadgen %s: %s × %s req/s %s", cmd, strings.Join(orCurrent(policies), ","), formatRates(rates), where)
 }

@@ -160,7 +160,7 @@ func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, 
 		if err := lc.Validate(); err != nil {
 			return usageError{err}
 		}
-		fmt.Fprintf(e.stderr, "starting a local cluster of %d nodes: %s %v\n", lc.Nodes, lc.Swdctl, lc.Args())
+		fmt.Fprintf(e.stderr, "starting a local cluster of %s: %s %s\n", nodes(lc.Nodes), lc.Swdctl, strings.Join(lc.Args(), " "))
 		cluster, err := loadgen.StartLocal(ctx, lc)
 		if err != nil {
 			return err
@@ -173,13 +173,16 @@ func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, 
 		}()
 		sc.Endpoints = loadgen.Endpoints{Targets: cluster.Targets(), Dispatcher: cluster.DispatcherHTTP()}
 		sc.Switcher = &loadgen.GRPCSwitcher{Control: cluster.Control(), DispatcherControl: cluster.DispatcherGRPC(), Token: m.cluster.token}
-		where = fmt.Sprintf("on a local cluster of %d nodes", lc.Nodes)
+		where = "on a local cluster of " + nodes(lc.Nodes)
 	} else {
 		sc.Endpoints = loadgen.Endpoints{Targets: m.cluster.targets, Dispatcher: m.cluster.dispatcher}
 		if m.cluster.control != "" {
 			sc.Switcher = &loadgen.GRPCSwitcher{Control: m.cluster.control, DispatcherControl: m.cluster.dispatcherControl, Token: m.cluster.token}
 		}
-		where = fmt.Sprintf("on %d nodes", len(m.cluster.targets))
+		where = "on " + nodes(len(m.cluster.targets))
+		if len(m.cluster.targets) == 0 {
+			where = "through the dispatcher"
+		}
 	}
 	if err := sc.Validate(); err != nil {
 		return usageError{err}

@@ -70,14 +70,14 @@ the work-conserving limit.`,
 				}
 			}
 			if rf.progress != "none" {
-				fmt.Fprintf(e.stderr, "simulating %d runs of %v on %d nodes\n", len(cfgs), warmup+duration, cfg.Nodes)
+				fmt.Fprintf(e.stderr, "simulating %d runs of %v on %s\n", len(cfgs), warmup+duration, nodes(cfg.Nodes))
 			}
 			results, err := sim.RunGrid(cfgs, parallel)
 			if err != nil {
 				return err
 			}
 			report := loadgen.Report{
-				Title:        title("sim", ps, rs, fmt.Sprintf("on %d simulated nodes (m = %d)", cfg.Nodes, cfg.Concurrency)),
+				Title:        title("sim", ps, rs, fmt.Sprintf("on %s, simulated (m = %d)", nodes(cfg.Nodes), cfg.Concurrency)),
 				Workload:     &spec,
 				Percentiles:  rep.percentiles,
 				MaxErrorRate: rf.maxErrorRate,
