@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -191,13 +192,25 @@ func (c *Cluster) launch() error {
 		ports = ports[1:]
 		return "127.0.0.1:" + strconv.Itoa(p)
 	}
-	var seed string
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("%s-%d", c.cfg.NamePrefix, i)
-		ni := NodeInfo{Name: name, HTTP: next(), GRPC: next(), Admin: next(), Gossip: next(), App: next()}
-		if i == 0 {
-			seed = ni.Gossip
+	infos := make([]NodeInfo, n)
+	for i := range infos {
+		infos[i] = NodeInfo{Name: fmt.Sprintf("%s-%d", c.cfg.NamePrefix, i), HTTP: next(), GRPC: next(), Admin: next(), Gossip: next(), App: next()}
+	}
+	// Every node knows up to three seeds (the first nodes, not itself), as
+	// a deployment's join list would, so any node can restart and rejoin.
+	seedsFor := func(self string) string {
+		var s []string
+		for _, ni := range infos[:min(n, 4)] {
+			if ni.Name != self && len(s) < 3 {
+				s = append(s, ni.Gossip)
+			}
 		}
+		return strings.Join(s, ",")
+	}
+	seed := seedsFor("")
+	for i := 0; i < n; i++ {
+		ni := infos[i]
+		name := ni.Name
 		if err := c.start("app-"+strconv.Itoa(i), "dummyapp", "--listen", ni.App, "--mode", c.cfg.AppMode, "--name", name); err != nil {
 			return err
 		}
@@ -206,8 +219,8 @@ func (c *Cluster) launch() error {
 			"--gossip", ni.Gossip, "--app", "http://" + ni.App, "--policy", c.cfg.Policy,
 			"--concurrency", strconv.Itoa(c.cfg.Concurrency),
 		}
-		if i > 0 {
-			args = append(args, "--join", seed)
+		if seeds := seedsFor(name); seeds != "" {
+			args = append(args, "--join", seeds)
 		}
 		args = append(args, c.tokenArgs()...)
 		args = append(args, c.cfg.SwdArgs...)

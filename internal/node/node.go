@@ -181,6 +181,7 @@ type Node struct {
 	maxEpoch  atomic.Int64 // highest epoch seen anywhere
 	draining  atomic.Bool
 	policyCh  chan struct{} // poked when the policy changes
+	drainCh   chan struct{} // closed when a drain starts
 	stopOnce  sync.Once
 	stopRun   chan struct{}
 	runDone   chan struct{}
@@ -211,6 +212,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:      cfg,
 		log:      log,
 		policyCh: make(chan struct{}, 1),
+		drainCh:  make(chan struct{}),
 		stopRun:  make(chan struct{}),
 		runDone:  make(chan struct{}),
 		serveErr: make(chan error, 3),

@@ -7,18 +7,28 @@ import (
 	"github.com/swd-project/swd/internal/policy"
 )
 
+// drainInterval is how often a draining node hands off waiting requests.
+const drainInterval = 20 * time.Millisecond
+
 // runPolicy runs the transfer policy every activation interval until Stop.
 func (n *Node) runPolicy() {
 	defer close(n.runDone)
 	act := n.pol.Load().activation
 	t := time.NewTicker(act)
 	defer t.Stop()
+	drain := n.drainCh
 	for {
 		select {
 		case <-n.stopRun:
 			return
+		case <-drain:
+			// Draining: hand waiting requests off at once, then often.
+			drain = nil
+			act = min(act, drainInterval)
+			t.Reset(act)
+			n.tick()
 		case <-n.policyCh:
-			if a := n.pol.Load().activation; a != act {
+			if a := n.pol.Load().activation; a != act && drain != nil {
 				act = a
 				t.Reset(act)
 			}

@@ -24,6 +24,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	if n.q != nil {
 		n.q.Drain()
 	}
+	close(n.drainCh)
 	dctx, cancel := context.WithTimeout(ctx, n.cfg.DrainTimeout)
 	defer cancel()
 	httpDone := make(chan error, 1)

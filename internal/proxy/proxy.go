@@ -247,6 +247,12 @@ func newAppTransport() *http.Transport {
 
 type ctxKey struct{}
 
+// abortServer marks a transferred request's context so ReverseProxy aborts
+// broken answers (see ServeTransferred).
+var abortServer = &http.Server{}
+
+var errAnswerAborted = errors.New("answer aborted after its head")
+
 // pending is a request's payload in the queue.
 type pending struct {
 	id      string
@@ -291,7 +297,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // ServeTransferred implements transfer.Backend: it admits a request a peer
 // transferred here and serves it on the local app.
-func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in transfer.Inbound) error {
+func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in transfer.Inbound) (err error) {
+	// ReverseProxy (and transferOut) abort a broken answer by panicking
+	// with http.ErrAbortHandler, which net/http recovers; this runs in a
+	// gRPC handler, which does not, so recover it here and report the
+	// answer as broken. ReverseProxy only panics when it sees a server in
+	// the context.
+	r = r.WithContext(context.WithValue(r.Context(), http.ServerContextKey, abortServer))
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			err = errAnswerAborted
+			h.m.Transfers.WithLabelValues(metrics.DirIn, in.From, metrics.TransferFailed).Inc()
+		}
+	}()
 	p := &pending{id: in.ID, r: r, arrival: in.Arrival, hops: in.Hops, in: &in}
 	if r.ContentLength > 0 {
 		body, _ := io.ReadAll(r.Body) // an in-memory reader
@@ -310,7 +331,7 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 		h.m.Transfers.WithLabelValues(metrics.DirIn, peer, metrics.TransferRefused).Inc()
 		return err
 	}
-	_, err := h.run(w, r, t, p)
+	_, err = h.run(w, r, t, p)
 	outcome := metrics.TransferOK
 	if err != nil {
 		outcome = metrics.TransferFailed
@@ -443,7 +464,7 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferOK).Inc()
 		h.m.TransferDuration.WithLabelValues(metrics.TransferOK).Observe(time.Since(start).Seconds())
 		return metrics.OutcomeRemote, true, nil
-	case res.HeadWritten && errors.Is(ferr, swderr.ErrClientGone):
+	case res.HeadWritten && ctx.Err() != nil:
 		if res.Complete() {
 			h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferOK).Inc()
 			return metrics.OutcomeRemote, true, nil

@@ -7,10 +7,13 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/swd-project/swd/internal/swderr"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
@@ -125,13 +128,17 @@ func (c *Client) Forward(ctx context.Context, addr string, msg *swdv1.ForwardReq
 	if err != nil {
 		return res, errors.Join(swderr.ErrRefused, err)
 	}
+	if err := ready(ctx, cc); err != nil {
+		// Nothing was sent: the peer cannot have taken the request.
+		return res, errors.Join(swderr.ErrRefused, fmt.Errorf("peer %s unreachable: %w", addr, err))
+	}
 	stream, err := swdv1.NewTransferClient(cc).Forward(ctx, msg)
 	if err != nil {
-		return res, classify(ctx, err)
+		return res, classify(ctx, nil, err)
 	}
 	first, err := stream.Recv()
 	if err != nil {
-		return res, classify(ctx, err)
+		return res, classify(ctx, stream.Trailer(), err)
 	}
 	head := first.GetHead()
 	if head == nil {
@@ -186,14 +193,43 @@ func (c *Client) Forward(ctx context.Context, addr string, msg *swdv1.ForwardReq
 	}
 }
 
-// classify turns an error before the head into a refusal or a maybe-started
-// failure.
-func classify(ctx context.Context, err error) error {
-	if swderr.IsRefusal(err) {
+// readyTimeout bounds the wait for a connection to a peer to come up.
+const readyTimeout = time.Second
+
+// ready waits until cc is connected, so that a peer that is down is known
+// not to have received anything.
+func ready(ctx context.Context, cc *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	for {
+		st := cc.GetState()
+		switch st {
+		case connectivity.Ready:
+			return nil
+		case connectivity.Idle:
+			cc.Connect()
+		case connectivity.Shutdown:
+			return errors.New("connection closed")
+		}
+		if !cc.WaitForStateChange(ctx, st) {
+			return fmt.Errorf("not connected after %s (state %s)", readyTimeout, cc.GetState())
+		}
+	}
+}
+
+// classify turns an error before the head into a refusal (only when the
+// server marked it so) or a maybe-started failure.
+func classify(ctx context.Context, trailer metadata.MD, err error) error {
+	if len(trailer.Get(RefusedKey)) > 0 && swderr.IsRefusal(err) {
 		return errors.Join(swderr.ErrRefused, err)
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return errors.Join(swderr.ErrMaybeStarted, ctxErr, err)
+	}
+	if swderr.IsRefusal(err) {
+		// A refusal code the server did not mark (e.g. the client's own
+		// "message larger than max"): the peer may have run the request.
+		return errors.Join(swderr.ErrMaybeStarted, err)
 	}
 	return errors.Join(swderr.ErrMaybeStarted, swderr.FromGRPC(err))
 }

@@ -110,8 +110,10 @@ func FromMessage(ctx context.Context, m *swdv1.ForwardRequest) (*http.Request, I
 	if u.Scheme != "" || u.Host != "" || u.User != nil {
 		return nil, Inbound{}, fmt.Errorf("%w: path names a host: %q", swderr.ErrBadRequest, p)
 	}
-	if strings.ContainsAny(m.GetRawQuery(), " \r\n#") {
-		return nil, Inbound{}, fmt.Errorf("%w: bad query", swderr.ErrBadRequest)
+	for _, c := range []byte(m.GetRawQuery()) {
+		if c < 0x21 || c == 0x7f || c == '#' {
+			return nil, Inbound{}, fmt.Errorf("%w: bad query: control character, space or '#'", swderr.ErrBadRequest)
+		}
 	}
 	u.RawQuery = m.GetRawQuery()
 	if strings.ContainsAny(m.GetHost(), " /\r\n\t@") {

@@ -9,8 +9,10 @@
 // writes the app's answer to a ResponseWriter that streams over gRPC.
 //
 // The sender always learns a transfer's fate: a refusal (ResourceExhausted
-// or FailedPrecondition before any answer) means the peer did not take the
-// request, and Client.Forward returns an error wrapping swderr.ErrRefused;
+// or FailedPrecondition before any answer, marked with the RefusedKey
+// trailer), or a peer the client could not connect to, means the peer did
+// not take the request, and Client.Forward returns an error wrapping
+// swderr.ErrRefused;
 // any other failure before the answer's head wraps swderr.ErrMaybeStarted;
 // a failure after the head was written to the client is returned as is
 // (the client's response is already under way and must be aborted).
@@ -25,6 +27,11 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/swd-project/swd/internal/swderr"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
@@ -99,10 +106,10 @@ var _ swdv1.TransferServer = (*Server)(nil)
 // Forward implements the Transfer service.
 func (s *Server) Forward(m *swdv1.ForwardRequest, stream swdv1.Transfer_ForwardServer) error {
 	if int(m.GetHops()) > s.cfg.MaxHops {
-		return swderr.ToGRPC(fmt.Errorf("%w: %d hops, at most %d", swderr.ErrHopLimit, m.GetHops(), s.cfg.MaxHops))
+		return refuse(stream, fmt.Errorf("%w: %d hops, at most %d", swderr.ErrHopLimit, m.GetHops(), s.cfg.MaxHops))
 	}
 	if s.cfg.CheckMembership && !s.members.IsMember(m.GetFromNode()) {
-		return swderr.ToGRPC(fmt.Errorf("%w: %q", swderr.ErrNotMember, m.GetFromNode()))
+		return refuse(stream, fmt.Errorf("%w: %q", swderr.ErrNotMember, m.GetFromNode()))
 	}
 	r, in, err := FromMessage(stream.Context(), m)
 	if err != nil {
@@ -110,13 +117,29 @@ func (s *Server) Forward(m *swdv1.ForwardRequest, stream swdv1.Transfer_ForwardS
 	}
 	w := newStreamWriter(stream, s.cfg.NodeName, s.cfg.ChunkSize)
 	err = s.backend.ServeTransferred(w, r, in)
-	if err != nil && !w.wroteHead {
+	switch {
+	case err != nil && !w.wroteHead:
+		if swderr.GRPCCode(err) == codes.ResourceExhausted || swderr.GRPCCode(err) == codes.FailedPrecondition {
+			return refuse(stream, err)
+		}
 		return swderr.ToGRPC(err)
+	case err != nil:
+		// The answer broke after its head: abort the stream so the sender
+		// sees a broken answer, never a clean truncated one.
+		return status.Error(codes.Aborted, "answer broken after its head: "+err.Error())
 	}
-	if err := w.finish(); err != nil {
-		return err
-	}
-	return nil
+	return w.finish()
+}
+
+// RefusedKey is the trailer metadata key with which a server marks a
+// refusal: only such an answer proves the request was not taken (a
+// RESOURCE_EXHAUSTED raised by the client's own gRPC library does not).
+const RefusedKey = "swd-refused"
+
+// refuse ends a Forward with err, marked as a refusal.
+func refuse(stream grpc.ServerStream, err error) error {
+	stream.SetTrailer(metadata.Pairs(RefusedKey, "1"))
+	return swderr.ToGRPC(err)
 }
 
 // streamWriter is an http.ResponseWriter that streams over Forward.
