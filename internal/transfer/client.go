@@ -7,8 +7,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
