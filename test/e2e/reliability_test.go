@@ -171,6 +171,10 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 	}()
 	for i, nd := range c.Info.Nodes {
 		inRotation[i].Store(false)
+		// A load balancer's deregistration delay (Kubernetes: the preStop
+		// sleep): requests already on their way to the node still arrive
+		// before it stops accepting connections.
+		time.Sleep(200 * time.Millisecond)
 		require.NoError(t, c.Signal(nd.Name, syscall.SIGTERM, 30*time.Second))
 		require.Equal(t, 0, c.ExitCode(nd.Name))
 		require.NoError(t, c.Restart(nd.Name))
