@@ -443,6 +443,17 @@ func (c *Cluster) ExitCode(name string) int {
 	}
 }
 
+// PID returns the process ID of one process ("node-0", "app-0", ...).
+func (c *Cluster) PID(name string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.procs[name]
+	if !ok {
+		return 0, fmt.Errorf("no process %q", name)
+	}
+	return p.cmd.Process.Pid, nil
+}
+
 // PIDs lists every started process's PID.
 func (c *Cluster) PIDs() []int {
 	c.mu.Lock()

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -75,6 +76,9 @@ type Config struct {
 	IdleTimeout          time.Duration
 	MaxConcurrentStreams int
 	GRPCMaxMessageSize   int
+	// MaxConnections caps concurrent client connections (0: no cap); each
+	// idle keep-alive connection costs about 24 KiB of memory.
+	MaxConnections int
 
 	Logger *slog.Logger
 }
@@ -120,6 +124,9 @@ func (c Config) Validate() error {
 	}
 	if c.ActivationInterval < time.Millisecond {
 		return fmt.Errorf("--activation-interval must be at least 1ms, got %s", c.ActivationInterval)
+	}
+	if c.MaxConnections < 0 {
+		return fmt.Errorf("--max-connections must not be negative, got %d", c.MaxConnections)
 	}
 	if c.DrainTimeout < 0 {
 		return fmt.Errorf("--drain-timeout must not be negative, got %s", c.DrainTimeout)
@@ -310,6 +317,9 @@ func (n *Node) Start() error {
 	var err error
 	if n.httpLn, err = net.Listen("tcp", n.cfg.Listen); err != nil {
 		return fmt.Errorf("listen %s: %w", n.cfg.Listen, err)
+	}
+	if n.cfg.MaxConnections > 0 {
+		n.httpLn = netutil.LimitListener(n.httpLn, n.cfg.MaxConnections)
 	}
 	if n.adminLn, err = net.Listen("tcp", n.cfg.Admin); err != nil {
 		n.closeListeners()
