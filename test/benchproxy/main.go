@@ -91,6 +91,10 @@ func run(rate int, dur time.Duration, workers int) error {
 	fmt.Printf("  %-14s %10s %10s\n\n", "swd adds", (via.Latencies.P50 - direct.Latencies.P50).Round(time.Microsecond),
 		(via.Latencies.P99 - direct.Latencies.P99).Round(time.Microsecond))
 
+	if err := transferHop(cfg, rate, dur); err != nil {
+		return err
+	}
+
 	dthr, err := attack(appURL, 0, dur/2, workers)
 	if err != nil {
 		return err
@@ -144,4 +148,59 @@ func freeAddrs(n int) ([]string, error) {
 		out = append(out, addr)
 	}
 	return out, nil
+}
+
+// transferHop measures the cost of one transfer: the same zero-time app
+// reached directly through its node, and through a dispatcher, which moves
+// every request to the node over gRPC with the very code a node-to-node
+// transfer uses (transfer.Client.Forward → Server.Forward →
+// proxy.ServeTransferred).
+func transferHop(nodeCfg node.Config, rate int, dur time.Duration) error {
+	ports, err := freeAddrs(4)
+	if err != nil {
+		return err
+	}
+	cfg := node.DefaultConfig()
+	cfg.Role = node.RoleDispatcher
+	cfg.NodeName = "bench-dispatcher"
+	cfg.Listen, cfg.GRPC, cfg.Admin, cfg.Cluster.GossipAddr = ports[0], ports[1], ports[2], ports[3]
+	cfg.Cluster.Join = []string{nodeCfg.Cluster.GossipAddr}
+	cfg.Policy = "rr"
+	cfg.Logger = nodeCfg.Logger
+	d, err := node.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := d.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = d.Shutdown(context.Background()) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		v := d.Cluster().View()
+		if len(v.Nodes) == 1 && v.Nodes[0].Known {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dispatcher never saw the node")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	nodeURL, dispURL := "http://"+nodeCfg.Listen, "http://"+cfg.Listen
+	_, _ = attack(dispURL, 200, 2*time.Second, 0)
+	local, err := attack(nodeURL, rate, dur, 0)
+	if err != nil {
+		return err
+	}
+	moved, err := attack(dispURL, rate, dur, 0)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("one transfer hop at %d req/s for %s (open loop)\n", rate, dur)
+	fmt.Printf("  %-20s %10s %10s %8s\n", "", "p50", "p99", "success")
+	fmt.Printf("  %-20s %10s %10s %7.2f%%\n", "local (node)", local.Latencies.P50.Round(time.Microsecond), local.Latencies.P99.Round(time.Microsecond), local.Success*100)
+	fmt.Printf("  %-20s %10s %10s %7.2f%%\n", "transferred (gRPC)", moved.Latencies.P50.Round(time.Microsecond), moved.Latencies.P99.Round(time.Microsecond), moved.Success*100)
+	fmt.Printf("  %-20s %10s %10s\n\n", "transfer adds", (moved.Latencies.P50 - local.Latencies.P50).Round(time.Microsecond),
+		(moved.Latencies.P99 - local.Latencies.P99).Round(time.Microsecond))
+	return nil
 }
