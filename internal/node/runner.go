@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/policy"
 )
 
@@ -61,29 +62,38 @@ func (n *Node) tick() {
 }
 
 // planView is the cluster's view with the peers this node must not
-// transfer to marked unknown: those running another policy or epoch (so two
-// policies never mix), and those ejected for failing transfers.
+// transfer to marked unknown (see onlySamePolicy).
 func (n *Node) planView(st *policyState) policy.View {
 	v := n.cl.View()
 	if v.Self < 0 {
 		return v
 	}
-	stamps := make(map[string]int64, len(v.Nodes))
-	names := make(map[string]string, len(v.Nodes))
+	stamps := make(map[string]cluster.PolicyStamp, len(v.Nodes))
 	for _, p := range n.cl.Peers() {
-		stamps[p.Name] = p.Policy.Epoch
-		names[p.Name] = p.Policy.Name
+		stamps[p.Name] = p.Policy
 	}
-	for i := range v.Nodes {
-		if i == v.Self || !v.Nodes[i].Known {
+	return onlySamePolicy(v, stamps, st.p.Name, st.epoch, n.hlth.healthy)
+}
+
+// onlySamePolicy marks unknown every peer that runs another policy or epoch
+// than (name, epoch), by its last gossiped stamp, and every peer healthy
+// rejects: two policies never mix (a node switched a moment earlier or
+// later is simply left out until the stamps agree, at most one gossip
+// interval after the switch reached both), and ejected peers get nothing.
+// It copies the view's nodes; v is not modified.
+func onlySamePolicy(v policy.View, stamps map[string]cluster.PolicyStamp, name string, epoch int64, healthy func(string) bool) policy.View {
+	nodes := make([]policy.NodeLoad, len(v.Nodes))
+	copy(nodes, v.Nodes)
+	for i := range nodes {
+		if i == v.Self || !nodes[i].Known {
 			continue
 		}
-		name := v.Nodes[i].Name
-		if stamps[name] != st.epoch || names[name] != st.p.Name || !n.hlth.healthy(name) {
-			v.Nodes[i].Known = false
+		st, ok := stamps[nodes[i].Name]
+		if !ok || st.Epoch != epoch || st.Name != name || !healthy(nodes[i].Name) {
+			nodes[i].Known = false
 		}
 	}
-	return v
+	return policy.View{Self: v.Self, Nodes: nodes}
 }
 
 // drainHandOff gives a draining node's waiting requests to its known peers,

@@ -293,3 +293,24 @@ func alive(pid int) bool {
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return len(fields) > 0 && fields[0] != "Z"
 }
+
+// A node that joins after a cluster-wide switch (here: restarted with its
+// old --policy) adopts the cluster's current policy from gossip.
+func TestLateJoinerAdoptsPolicy(t *testing.T) {
+	c := startCluster(t, func(cfg *localcluster.Config) { cfg.Nodes = 3; cfg.Policy = "nu" })
+	cl := ctl(t, c.Info.Nodes[0].GRPC)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := cl.SetPolicy(ctx, &swdv1.SetPolicyRequest{Name: "ll", Cluster: true})
+	require.NoError(t, err)
+	epoch := r.GetResults()[0].GetState().GetEpoch()
+	require.NoError(t, c.Kill("node-2"))
+	require.NoError(t, c.Restart("node-2"))
+	late := ctl(t, c.Info.Nodes[2].GRPC)
+	require.Eventually(t, func() bool {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
+		defer ccancel()
+		p, err := late.GetPolicy(cctx, &swdv1.GetPolicyRequest{})
+		return err == nil && p.GetName() == "ll" && p.GetEpoch() == epoch
+	}, 30*time.Second, 50*time.Millisecond, "the restarted node never adopted ll@%d", epoch)
+}

@@ -1,0 +1,104 @@
+package node
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/swd-project/swd/internal/cluster"
+	"github.com/swd-project/swd/internal/policy"
+	"github.com/swd-project/swd/internal/swderr"
+)
+
+func TestOnlySamePolicy(t *testing.T) {
+	view := func() policy.View {
+		return policy.View{Self: 0, Nodes: []policy.NodeLoad{
+			{Name: "a", Load: 9, Concurrency: 1, Known: true},
+			{Name: "b", Load: 0, Concurrency: 1, Known: true},
+			{Name: "c", Load: 0, Concurrency: 1, Known: true},
+			{Name: "d", Load: 0, Concurrency: 1, Known: false},
+		}}
+	}
+	all := func(string) bool { return true }
+	cases := []struct {
+		name    string // what differs between the peers' stamps and ours
+		stamps  map[string]cluster.PolicyStamp
+		healthy func(string) bool
+		known   []bool
+	}{
+		// Every peer runs nu at epoch 7, as we do: all known peers stay known; d stays stale.
+		{"all agree", map[string]cluster.PolicyStamp{"b": {Name: "nu", Epoch: 7}, "c": {Name: "nu", Epoch: 7}, "d": {Name: "nu", Epoch: 7}}, all,
+			[]bool{true, true, true, false}},
+		// c has not switched yet (older epoch): left out so policies never mix.
+		{"older epoch", map[string]cluster.PolicyStamp{"b": {Name: "nu", Epoch: 7}, "c": {Name: "ll", Epoch: 6}}, all,
+			[]bool{true, true, false, false}},
+		// b already runs a newer epoch: also left out until we adopt it.
+		{"newer epoch", map[string]cluster.PolicyStamp{"b": {Name: "ll", Epoch: 8}, "c": {Name: "nu", Epoch: 7}}, all,
+			[]bool{true, false, true, false}},
+		// Same epoch, another name (nodes started with different --policy at epoch 0).
+		{"same epoch other name", map[string]cluster.PolicyStamp{"b": {Name: "ll", Epoch: 7}, "c": {Name: "nu", Epoch: 7}}, all,
+			[]bool{true, false, true, false}},
+		// No stamp heard from c at all.
+		{"no stamp", map[string]cluster.PolicyStamp{"b": {Name: "nu", Epoch: 7}}, all,
+			[]bool{true, true, false, false}},
+		// b is ejected for failing transfers.
+		{"ejected peer", map[string]cluster.PolicyStamp{"b": {Name: "nu", Epoch: 7}, "c": {Name: "nu", Epoch: 7}}, func(n string) bool { return n != "b" },
+			[]bool{true, false, true, false}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := view()
+			got := onlySamePolicy(v, tc.stamps, "nu", 7, tc.healthy)
+			var known []bool
+			for _, n := range got.Nodes {
+				known = append(known, n.Known)
+			}
+			assert.Equal(t, tc.known, known)
+			assert.Equal(t, view(), v, "the input view must not change")
+		})
+	}
+}
+
+func TestPeerHealth(t *testing.T) {
+	now := time.Unix(1000, 0)
+	h := newPeerHealth(func() time.Time { return now })
+	fail := errors.New("connection reset")
+	// Refusals and client-gone errors never count against a peer.
+	for i := 0; i < 10; i++ {
+		h.record("p", swderr.ErrRefused)
+		h.record("p", swderr.ErrClientGone)
+	}
+	assert.True(t, h.healthy("p"))
+	// Two failures: still healthy; the third ejects for 1 s.
+	h.record("p", fail)
+	h.record("p", fail)
+	assert.True(t, h.healthy("p"))
+	h.record("p", fail)
+	assert.False(t, h.healthy("p"))
+	assert.Equal(t, []string{"p"}, h.ejected())
+	now = now.Add(1001 * time.Millisecond)
+	assert.True(t, h.healthy("p"), "readmitted after the backoff")
+	// It fails again at once: ejected for twice as long.
+	h.record("p", fail)
+	assert.False(t, h.healthy("p"))
+	now = now.Add(1500 * time.Millisecond)
+	assert.False(t, h.healthy("p"), "second backoff is 2 s")
+	now = now.Add(600 * time.Millisecond)
+	assert.True(t, h.healthy("p"))
+	// A success forgets everything.
+	h.record("p", nil)
+	h.record("p", fail)
+	assert.True(t, h.healthy("p"))
+	// Backoff is capped at 30 s.
+	for i := 0; i < 20; i++ {
+		for k := 0; k < 3; k++ {
+			h.record("q", fail)
+		}
+		now = now.Add(31 * time.Second)
+	}
+	h.record("q", fail)
+	now = now.Add(30*time.Second + time.Millisecond)
+	assert.True(t, h.healthy("q"))
+}
