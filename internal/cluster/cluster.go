@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -99,6 +100,7 @@ type Cluster struct {
 
 	lifeMu sync.Mutex // serialises Leave and Shutdown
 	closed bool
+	down   atomic.Bool // closed, for callbacks that must not take lifeMu
 	left   atomic.Bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -299,6 +301,7 @@ func (c *Cluster) Shutdown() error {
 		return nil
 	}
 	c.closed = true
+	c.down.Store(true)
 	close(c.stop)
 	err := c.ml.Shutdown()
 	c.wg.Wait()
@@ -529,16 +532,28 @@ func (c *Cluster) joinLoop() {
 }
 
 // memberChanged records a membership event and publishes a new ring. Called
-// by memberlist with its node lock held: it must not call memberlist.
-func (c *Cluster) memberChanged(n *memberlist.Node, gone bool) {
+// by memberlist with its node lock held: it must not call memberlist. Events
+// after Shutdown (a suspicion timer firing late) are ignored.
+func (c *Cluster) memberChanged(event string, n *memberlist.Node, gone bool) {
+	if c.down.Load() {
+		return
+	}
+	switch {
+	case gone:
+		c.st.left.Add(1)
+	case event == "joined":
+		c.st.joined.Add(1)
+	default:
+		c.st.updated.Add(1)
+	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if gone {
 		delete(c.members, n.Name)
 		delete(c.slots, n.Name) // a member that comes back starts afresh
 	} else {
 		meta, err := decodeMeta(n.Meta)
 		if err != nil { // the alive delegate filters these; be safe anyway
+			c.mu.Unlock()
 			c.st.rejected.Add(1)
 			return
 		}
@@ -548,6 +563,12 @@ func (c *Cluster) memberChanged(n *memberlist.Node, gone bool) {
 		c.members[n.Name] = memberInfo{node: node, meta: meta}
 	}
 	c.ring.Store(buildRing(c.cfg.NodeName, c.members, c.slots))
+	c.mu.Unlock()
+	level := slog.LevelInfo
+	if event == "updated" {
+		level = slog.LevelDebug
+	}
+	c.log.Log(context.Background(), level, "member "+event, "peer", n.Name, "addr", n.Address())
 }
 
 // delegate receives memberlist's callbacks, keeping them off Cluster's API.
@@ -586,23 +607,9 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
 func (d *delegate) LocalState(bool) []byte                 { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, join bool) {}
 
-func (d *delegate) NotifyJoin(n *memberlist.Node) {
-	d.c.st.joined.Add(1)
-	d.c.memberChanged(n, false)
-	d.c.log.Info("member joined", "peer", n.Name, "addr", n.Address())
-}
-
-func (d *delegate) NotifyLeave(n *memberlist.Node) {
-	d.c.st.left.Add(1)
-	d.c.memberChanged(n, true)
-	d.c.log.Info("member left", "peer", n.Name, "addr", n.Address())
-}
-
-func (d *delegate) NotifyUpdate(n *memberlist.Node) {
-	d.c.st.updated.Add(1)
-	d.c.memberChanged(n, false)
-	d.c.log.Debug("member updated", "peer", n.Name)
-}
+func (d *delegate) NotifyJoin(n *memberlist.Node)   { d.c.memberChanged("joined", n, false) }
+func (d *delegate) NotifyLeave(n *memberlist.Node)  { d.c.memberChanged("left", n, true) }
+func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.c.memberChanged("updated", n, false) }
 
 // NotifyAlive refuses members whose node meta is not SWD's (another
 // memberlist application on the port, an incompatible version).

@@ -66,15 +66,21 @@ const (
 	suspicionMaxTimeoutMult = 3
 	awarenessMaxMultiplier  = 4 // Lifeguard: a loaded node stretches its probes at most 4×
 	indirectChecks          = 3
-	retransmitMult          = 3
+	retransmitMult          = 4 // memberlist's LAN default: a join reaches everyone by gossip
 	// membershipGossipInterval is memberlist's own gossip period (membership
 	// changes) under MechanismDirect; under MechanismPiggyback memberlist
 	// gossips every GossipInterval instead.
 	membershipGossipInterval = 50 * time.Millisecond
 	membershipGossipNodes    = 3
-	pushPullInterval         = 15 * time.Second // full state sync over TCP: rare
-	tcpTimeout               = 2 * time.Second
-	gossipToTheDeadTime      = 5 * time.Second
+	// pushPullInterval: a full state sync over TCP with one random member.
+	// Gossip can, rarely, run out of retransmissions before a join reaches
+	// every member (seen in tests: one of five never heard of another);
+	// push-pull repairs that. memberlist stretches the interval past 32
+	// members (×2 at 64); one exchange of ≈ 100 bytes per member every
+	// few seconds costs nothing measurable.
+	pushPullInterval    = 3 * time.Second
+	tcpTimeout          = 2 * time.Second
+	gossipToTheDeadTime = 5 * time.Second
 	// deadNodeReclaimTime lets a node restarted under the same name but at a
 	// different address take its name back once the old one has been dead
 	// this long. (Same name, same address needs nothing: the new process

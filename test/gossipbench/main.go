@@ -39,6 +39,7 @@ func main() {
 		sample    = flag.Duration("sample", 50*time.Millisecond, "mean time between view samples")
 		failures  = flag.Bool("failures", true, "also measure kill and leave detection")
 		verbose   = flag.Bool("v", false, "log cluster events to stderr")
+		encrypt   = flag.Bool("encrypt", false, "encrypt gossip with a 32-byte key (disables the unencrypted fast path)")
 		cpuProf   = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	)
 	flag.Parse()
@@ -66,7 +67,7 @@ func main() {
 			}
 			res, err := run(params{
 				n: n, mech: strings.TrimSpace(mech), interval: *interval, fanout: *fanout,
-				settle: *settle, window: *window, sample: *sample, failures: *failures, verbose: *verbose,
+				settle: *settle, window: *window, sample: *sample, failures: *failures, verbose: *verbose, encrypt: *encrypt,
 			})
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "gossipbench: %s n=%d: %v\n", mech, n, err)
@@ -87,6 +88,7 @@ type params struct {
 	sample                   time.Duration
 	fanout                   int
 	failures, verbose        bool
+	encrypt                  bool
 }
 
 type result struct {
@@ -134,6 +136,9 @@ func run(p params) (result, error) {
 		cfg.GRPCAddr = fmt.Sprintf("127.0.0.1:%d", 17000+i)
 		cfg.Join = seeds
 		cfg.Logger = logger
+		if p.encrypt {
+			cfg.GossipKey = []byte("gossipbench-key-0123456789abcdef")
+		}
 		locals[i] = &fakeLocal{}
 		c, err := cluster.New(cfg, locals[i])
 		if err != nil {
