@@ -198,8 +198,9 @@ func (c *Cluster) GossipAddr() string {
 
 // View returns an immutable snapshot for the policies: Nodes indexed by ring
 // ID (alive members with role "node", sorted by name), Self this member's
-// ring ID (-1 for a dispatcher). The own entry is read live from LocalState;
-// peers' entries older than StaleAfter, or never received, have Known false.
+// ring ID. Self is -1 for a dispatcher and after Leave: there is nothing to
+// plan then. The own entry is read live from LocalState; peers' entries
+// older than StaleAfter, or never received, have Known false.
 func (c *Cluster) View() policy.View {
 	return c.view(c.ring.Load(), time.Now())
 }

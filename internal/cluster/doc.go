@@ -47,17 +47,18 @@
 //
 // The mechanism was chosen by measurement (test/gossipbench, docs/gossip.md).
 // On loopback, with 16 nodes in one process on a shared 2-core machine, the
-// direct mechanism kept peers' entries at p50 10 ms and p99 21 ms (one
-// interval). It cost about 1.0 % of a core per node (0.9-1.1 % across runs;
-// 0.19 % of that is memberlist's probing and the runtime, which any mechanism
-// pays) and sent 51 kB/s per node. At 32 nodes it stayed at p99 21 ms for
-// about 1.6 %. memberlist's piggyback path (MechanismPiggyback: the own entry
-// plus relayed fresh entries handed to memberlist's gossip, fanout 3) costs
-// about 0.7 % of a core at 16, 32 and 64 nodes, but p99 sits at 60-100 ms
-// (3-5 intervals) because most entries arrive through a relay. With fanout 6
-// it costs as much as direct and p99 is still 46 ms. Direct is therefore the
-// default. Its cost per node grows linearly with n (n-1 datagrams per tick),
-// to about 3 % at 64 nodes. docs/gossip.md sketches how to bound it past 64.
+// direct mechanism kept peers' entries at p50 10 ms and p99 21-27 ms (about
+// one interval). It cost 0.92-1.09 % of a core per node, of which 0.19 % is
+// memberlist's probing and the runtime, which any mechanism pays, and it
+// sent 50 kB/s per node. At 32 nodes: p99 21-40 ms, 1.4-1.6 %.
+// memberlist's piggyback path (MechanismPiggyback: the own entry plus
+// relayed fresh entries handed to memberlist's gossip, fanout 3) costs about
+// 0.6-0.8 % of a core at 16, 32 and 64 nodes, but p99 sits at 60 ms
+// (3 intervals) and 100-190 ms at 64, because most entries arrive through a
+// relay. With fanout 6 it costs as much as direct and p99 is still 46 ms.
+// Direct is therefore the default. Its cost per node grows linearly with n
+// (n-1 datagrams per tick), to about 3 % at 64 nodes. docs/gossip.md
+// sketches how to bound it past 64.
 //
 // Direct sending is cheap because this package brings its own memberlist
 // transport (transport.go): memberlist's NetTransport allocates 64 KiB per
