@@ -38,15 +38,15 @@ type PolicyStamp struct {
 }
 
 // Stats are cumulative counters since New. Load messages are SWD's gossip
-// payloads (what the cluster hands to or gets from memberlist); packets are
-// every datagram memberlist sends, probes and membership gossip included.
+// payloads; packets are every UDP datagram the member sends: load messages
+// with their framing, memberlist's probes and membership gossip.
 type Stats struct {
-	MsgsSent      uint64 // load messages handed to memberlist
+	MsgsSent      uint64 // load messages sent (one per destination)
 	BytesSent     uint64 // their payload bytes
 	SendErrors    uint64
 	MsgsReceived  uint64 // user messages received, valid or not
 	BytesReceived uint64
-	PacketsSent   uint64 // all UDP datagrams memberlist sent
+	PacketsSent   uint64 // all UDP datagrams sent
 	// PacketBytesSent is the UDP payload bytes of PacketsSent (memberlist
 	// framing, CRC and encryption included; IP/UDP headers not).
 	PacketBytesSent uint64
