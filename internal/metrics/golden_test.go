@@ -48,6 +48,8 @@ var golden = map[string]family{
 	"swd_in_flight":                 {dto.MetricType_GAUGE, nil},
 	"swd_cluster_members":           {dto.MetricType_GAUGE, nil},
 	"swd_gossip_view_age_seconds":   {dto.MetricType_GAUGE, []string{"peer"}},
+	"swd_node_info":                 {dto.MetricType_GAUGE, []string{"node", "role", "version"}},
+	"swd_concurrency":               {dto.MetricType_GAUGE, nil},
 }
 
 // goldenRuntime pins the Go and process collector families SWD's docs and
@@ -86,10 +88,8 @@ var boundedValues = map[string]map[string][]string{
 		metrics.TransferOK, metrics.TransferRefused, metrics.TransferFailed,
 		metrics.TransferRetried, metrics.TransferRejected,
 	}},
-	"swd_rejections_total": {"reason": {
-		"queue_full", "queue_timeout", "overloaded", "draining", "body_too_large",
-		"transfer_failed", "connect", "other",
-	}},
+	"swd_rejections_total": {"reason": metrics.RejectionReasons},
+	"swd_node_info":        {"node": {"<node>"}, "role": {"node", "dispatcher"}, "version": {"<version>"}},
 	"swd_gossip_dropped_total":    {"reason": {"malformed", "foreign"}},
 	"swd_gossip_view_age_seconds": {"peer": {"<node>"}},
 	"swd_policy_info":             {"policy": {"<policy>"}, "epoch": {"<epoch>"}},
@@ -104,7 +104,12 @@ func exercised(t *testing.T) *metrics.Metrics {
 		InFlight:    func() float64 { return 2 },
 		Members:     func() float64 { return 4 },
 		ViewAges:    func() map[string]float64 { return map[string]float64{"node-1": 0.02, "node-2": 0.04} },
+		Concurrency: func() float64 { return 1 },
+		GossipDropped: func() map[string]float64 {
+			return map[string]float64{"malformed": 1, "foreign": 0}
+		},
 	})
+	m.SetNodeInfo("node-0", "node", "test")
 	m.ObserveRequest(metrics.OutcomeLocal, 12*time.Millisecond)
 	m.ObserveRequest(metrics.OutcomeRemote, 30*time.Millisecond)
 	m.QueueWait.Observe(0.005)
@@ -112,7 +117,6 @@ func exercised(t *testing.T) *metrics.Metrics {
 	m.Transfers.WithLabelValues(metrics.DirIn, "node-2", metrics.TransferRefused).Inc()
 	m.TransferDuration.WithLabelValues(metrics.TransferOK).Observe(0.02)
 	m.SetPolicy("nu", 5)
-	m.GossipDropped.WithLabelValues("malformed").Inc()
 	m.Rejections.WithLabelValues("queue_full").Inc()
 	return m
 }
@@ -310,6 +314,6 @@ func TestMetricsStructFields(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{
 		"Registry", "Requests", "RequestDuration", "QueueWait", "Transfers", "TransferDuration",
-		"PolicyInfo", "GossipDropped", "Rejections",
+		"PolicyInfo", "Rejections", "NodeInfo",
 	}, fields, "metrics.Metrics changed: pin the new family in golden and exercised()")
 }

@@ -29,7 +29,7 @@ var vecFields = map[string]struct {
 	"Transfers":        {"swd_transfers_total", []string{"direction", "peer", "outcome"}},
 	"TransferDuration": {"swd_transfer_duration_seconds", []string{"outcome"}},
 	"PolicyInfo":       {"swd_policy_info", []string{"policy", "epoch"}},
-	"GossipDropped":    {"swd_gossip_dropped_total", []string{"reason"}},
+	"NodeInfo":         {"swd_node_info", []string{"node", "role", "version"}},
 	"Rejections":       {"swd_rejections_total", []string{"reason"}},
 }
 
@@ -52,15 +52,20 @@ var constValues = map[string]string{
 //   - outcome: a local variable assigned only from the constants above;
 //   - reason(err): proxy's mapping of errors to fixed reasons (its return
 //     values are checked below);
-//   - policy name and epoch: SetPolicy's arguments; Reset keeps one series.
+//   - policy name and epoch: SetPolicy's arguments; Reset keeps one series;
+//   - o, r in metrics.New: loops over the package's fixed outcome and
+//     reason lists, creating their series up front;
+//   - node, role, version: SetNodeInfo's arguments (the daemon's own
+//     name, role and build version); Reset keeps one series.
 //
 // Adding an expression here needs the same review: a label value must
 // never come from request data (paths, headers, IDs, client addresses).
 var reviewed = map[string]map[string][]string{
-	"swd_requests_total":            {"outcome": {"outcome"}},
+	"swd_requests_total":            {"outcome": {"outcome", "o"}},
 	"swd_transfers_total":           {"peer": {"peer", "in.From", "b.Name"}, "outcome": {"outcome"}},
-	"swd_transfer_duration_seconds": {"outcome": {"outcome"}},
-	"swd_rejections_total":          {"reason": {"reason(err)"}},
+	"swd_transfer_duration_seconds": {"outcome": {"outcome", "o"}},
+	"swd_rejections_total":          {"reason": {"reason(err)", "r"}},
+	"swd_node_info":                 {"node": {"node"}, "role": {"role"}, "version": {"version"}},
 	"swd_policy_info":               {"policy": {"name"}, "epoch": {"strconv.FormatInt(epoch, 10)"}},
 }
 

@@ -44,6 +44,10 @@ type Live struct {
 	QueueLength func() float64
 	InFlight    func() float64
 	Members     func() float64
+	// Concurrency is the node's m.
+	Concurrency func() float64
+	// GossipDropped returns the gossip messages dropped so far, by reason.
+	GossipDropped func() map[string]float64
 	// ViewAges returns each peer's entry age in seconds, by peer name.
 	ViewAges func() map[string]float64
 }
@@ -58,9 +62,18 @@ type Metrics struct {
 	Transfers        *prometheus.CounterVec
 	TransferDuration *prometheus.HistogramVec
 	PolicyInfo       *prometheus.GaugeVec
-	GossipDropped    *prometheus.CounterVec
 	Rejections       *prometheus.CounterVec
+	NodeInfo         *prometheus.GaugeVec
 }
+
+// Rejection reasons, the values of swd_rejections_total's "reason" label.
+var RejectionReasons = []string{
+	"queue_full", "queue_timeout", "overloaded", "draining", "body_too_large",
+	"bad_request", "transfer_failed", "connect", "no_backend", "refused", "other",
+}
+
+// Outcomes lists every swd_requests_total outcome.
+var Outcomes = []string{OutcomeLocal, OutcomeRemote, OutcomeRejected, OutcomeTimedOut, OutcomeClientGone, OutcomeFailed}
 
 // New builds a registry with every SWD family plus the Go and process
 // collectors. live may have nil fields (those gauges then read 0).
@@ -95,10 +108,10 @@ func New(live Live) *Metrics {
 			Name: "swd_policy_info",
 			Help: "The policy this node runs: 1 for the current policy and epoch.",
 		}, []string{"policy", "epoch"}),
-		GossipDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "swd_gossip_dropped_total",
-			Help: "Gossip messages dropped, by reason.",
-		}, []string{"reason"}),
+		NodeInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "swd_node_info",
+			Help: "Always 1, labelled with this daemon's node name, role and version.",
+		}, []string{"node", "role", "version"}),
 		Rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "swd_rejections_total",
 			Help: "Requests answered with an error before reaching the app, by reason.",
@@ -112,7 +125,9 @@ func New(live Live) *Metrics {
 	}
 	reg.MustRegister(
 		m.Requests, m.RequestDuration, m.QueueWait, m.Transfers, m.TransferDuration,
-		m.PolicyInfo, m.GossipDropped, m.Rejections,
+		m.PolicyInfo, m.Rejections, m.NodeInfo,
+		gauge("swd_concurrency", "m: the most requests this node's app serves at once.", live.Concurrency),
+		&droppedCollector{f: live.GossipDropped},
 		gauge("swd_queue_length", "Requests waiting in this node's queue.", live.QueueLength),
 		gauge("swd_in_flight", "Requests this node's app is serving.", live.InFlight),
 		gauge("swd_cluster_members", "Alive cluster members this node sees, itself included.", live.Members),
@@ -120,7 +135,24 @@ func New(live Live) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	// Create the known label values up front so sums and rates read 0, not
+	// "no data", before the first event.
+	for _, o := range Outcomes {
+		m.Requests.WithLabelValues(o)
+	}
+	for _, r := range RejectionReasons {
+		m.Rejections.WithLabelValues(r)
+	}
+	for _, o := range []string{TransferOK, TransferRefused, TransferFailed, TransferRetried} {
+		m.TransferDuration.WithLabelValues(o)
+	}
 	return m
+}
+
+// SetNodeInfo records the node's name, role and version in swd_node_info.
+func (m *Metrics) SetNodeInfo(node, role, version string) {
+	m.NodeInfo.Reset()
+	m.NodeInfo.WithLabelValues(node, role, version).Set(1)
 }
 
 // SetPolicy records the current policy in swd_policy_info.
@@ -138,6 +170,22 @@ func (m *Metrics) ObserveRequest(outcome string, d time.Duration) {
 // Handler serves the registry in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+var droppedDesc = prometheus.NewDesc("swd_gossip_dropped_total",
+	"Gossip messages dropped, by reason (malformed, foreign).", []string{"reason"}, nil)
+
+type droppedCollector struct{ f func() map[string]float64 }
+
+func (c *droppedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- droppedDesc }
+
+func (c *droppedCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.f == nil {
+		return
+	}
+	for reason, v := range c.f() {
+		ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, v, reason)
+	}
 }
 
 var ageDesc = prometheus.NewDesc("swd_gossip_view_age_seconds",

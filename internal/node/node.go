@@ -244,9 +244,18 @@ func New(cfg Config) (*Node, error) {
 			}
 			return float64(n.cl.Members())
 		},
-		ViewAges: n.viewAges,
+		ViewAges:    n.viewAges,
+		Concurrency: func() float64 { return float64(n.Concurrency()) },
+		GossipDropped: func() map[string]float64 {
+			if n.cl == nil {
+				return nil
+			}
+			st := n.cl.Stats()
+			return map[string]float64{"malformed": float64(st.DroppedMalformed), "foreign": float64(st.DroppedForeign)}
+		},
 	})
 	n.m.SetPolicy(p.Name, 0)
+	n.m.SetNodeInfo(cfg.NodeName, cfg.Role, Version)
 	tc, err := transfer.NewClient(cfg.Transfer)
 	if err != nil {
 		return nil, err
@@ -321,6 +330,7 @@ func (n *Node) Start() error {
 	if n.cfg.MaxConnections > 0 {
 		n.httpLn = netutil.LimitListener(n.httpLn, n.cfg.MaxConnections)
 	}
+	n.httpLn = proxy.FramingGuard(n.httpLn, n.cfg.MaxHeaderBytes)
 	if n.adminLn, err = net.Listen("tcp", n.cfg.Admin); err != nil {
 		n.closeListeners()
 		return fmt.Errorf("admin listen %s: %w", n.cfg.Admin, err)
@@ -448,8 +458,9 @@ func (n *Node) adminMux() *http.ServeMux {
 	mux.Handle("GET /metrics", n.m.Handler())
 	registerUI(mux, n)
 	if n.cfg.Pprof {
+		// No /debug/pprof/cmdline: the command line holds secrets
+		// (--control-token, --gossip-key) and the admin port has no auth.
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -534,7 +545,7 @@ func (n *Node) viewAges() map[string]float64 {
 	}
 	out := map[string]float64{}
 	for _, p := range n.cl.Peers() {
-		if p.Name != n.cfg.NodeName && p.RingID >= 0 {
+		if p.Name != n.cfg.NodeName && p.RingID >= 0 && (p.Known || p.Age > 0) {
 			out[p.Name] = p.Age.Seconds()
 		}
 	}

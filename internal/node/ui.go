@@ -62,6 +62,10 @@ func (n *Node) uiState() uiState {
 	st := uiState{
 		Node: n.cfg.NodeName, Role: n.cfg.Role, Policy: ps.Name, Epoch: ps.Epoch,
 		Draining: n.draining.Load(), Counters: map[string]uint64{}, Ejected: n.hlth.ejected(), Time: time.Now(),
+		Nodes: []uiNode{}, Transfers: []uiTransfer{},
+	}
+	if st.Ejected == nil {
+		st.Ejected = []string{}
 	}
 	if n.cl != nil {
 		for _, p := range n.cl.Peers() {

@@ -104,6 +104,8 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err, d.retry)
 	}
 	if r.Method == http.MethodConnect || isUpgrade(r) {
+		d.m.Rejections.WithLabelValues("connect").Inc()
+		d.m.ObserveRequest(metrics.OutcomeRejected, time.Since(start))
 		http.Error(w, "swd dispatcher: CONNECT and upgrades are not supported", http.StatusMethodNotAllowed)
 		return
 	}

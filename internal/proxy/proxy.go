@@ -262,6 +262,8 @@ type pending struct {
 	arrival time.Time
 	hops    int
 	in      *transfer.Inbound // set for requests transferred here
+	// appOutcome is set by appError when the app did not answer.
+	appOutcome string
 }
 
 // ServeHTTP serves a client request.
@@ -269,8 +271,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.Method == http.MethodConnect {
 		h.m.Rejections.WithLabelValues("connect").Inc()
+		h.m.ObserveRequest(metrics.OutcomeRejected, time.Since(start))
 		http.Error(w, "swd: CONNECT is not supported", http.StatusMethodNotAllowed)
 		return
+	}
+	if r.ProtoMajor == 1 && len(r.TransferEncoding) > 0 {
+		// RFC 9112 6.3: net/http lets chunked win over a Content-Length it
+		// dropped; close the connection after answering so no byte after
+		// this body can be read as another request (see FramingGuard).
+		w.Header().Set("Connection", "close")
 	}
 	p := &pending{id: h.newID(r), r: r, arrival: start}
 	transferable, err := h.readBody(w, r, p)
@@ -364,7 +373,11 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, p *pending) (
 		if errors.As(err, &mbe) {
 			return false, fmt.Errorf("%w: more than %d bytes", swderr.ErrBodyTooLarge, h.cfg.MaxBody)
 		}
-		return false, fmt.Errorf("%w: reading body: %w", swderr.ErrClientGone, err)
+		var ne net.Error
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) || r.Context().Err() != nil {
+			return false, fmt.Errorf("%w: reading body: %w", swderr.ErrClientGone, err)
+		}
+		return false, fmt.Errorf("%w: malformed body: %w", swderr.ErrBadRequest, err)
 	}
 	if n > limit {
 		p.stream = io.MultiReader(bytes.NewReader(b.Bytes()), body)
@@ -398,6 +411,9 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p
 		switch out.Kind {
 		case queue.Granted:
 			h.serveLocal(w, r, t, p)
+			if p.appOutcome != "" {
+				return p.appOutcome, nil
+			}
 			return metrics.OutcomeLocal, nil
 		case queue.Transfer:
 			outcome, done, err := h.transferOut(ctx, w, r, t, p, out.Peer)
@@ -465,6 +481,7 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 		h.m.TransferDuration.WithLabelValues(metrics.TransferOK).Observe(time.Since(start).Seconds())
 		return metrics.OutcomeRemote, true, nil
 	case res.HeadWritten && ctx.Err() != nil:
+		h.m.TransferDuration.WithLabelValues(metrics.TransferOK).Observe(time.Since(start).Seconds())
 		if res.Complete() {
 			h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferOK).Inc()
 			return metrics.OutcomeRemote, true, nil
@@ -479,16 +496,19 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 		panic(http.ErrAbortHandler)
 	case errors.Is(ferr, swderr.ErrRefused):
 		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferRefused).Inc()
+		h.m.TransferDuration.WithLabelValues(metrics.TransferRefused).Observe(time.Since(start).Seconds())
 		return putBack(false)
 	case ctx.Err() != nil:
 		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
 		return "", true, fmt.Errorf("%w: %w", swderr.ErrClientGone, ferr)
 	case slices.Contains(h.cfg.IdempotentMethods, r.Method):
 		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferRetried).Inc()
+		h.m.TransferDuration.WithLabelValues(metrics.TransferRetried).Observe(time.Since(start).Seconds())
 		h.log.Info("transfer failed; running idempotent request locally", "id", p.id, "peer", peer, "err", ferr)
 		return putBack(true)
 	default:
 		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
+		h.m.TransferDuration.WithLabelValues(metrics.TransferFailed).Observe(time.Since(start).Seconds())
 		h.log.Warn("transfer failed after peer may have started it", "id", p.id, "peer", peer, "err", ferr)
 		return "", true, ferr
 	}
@@ -529,6 +549,12 @@ func reason(err error) string {
 		return "body_too_large"
 	case errors.Is(err, swderr.ErrMaybeStarted):
 		return "transfer_failed"
+	case errors.Is(err, swderr.ErrBadRequest):
+		return "bad_request"
+	case errors.Is(err, swderr.ErrNoBackend):
+		return "no_backend"
+	case errors.Is(err, swderr.ErrRefused):
+		return "refused"
 	default:
 		return "other"
 	}
@@ -554,13 +580,23 @@ func firstLine(s string) string {
 
 // appError is the ReverseProxy's error handler for the local app.
 func (h *Handler) appError(w http.ResponseWriter, r *http.Request, err error) {
+	p, _ := r.Context().Value(ctxKey{}).(*pending)
+	set := func(outcome string) {
+		if p != nil {
+			p.appOutcome = outcome
+		}
+	}
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
+		set(metrics.OutcomeRejected)
+		h.m.Rejections.WithLabelValues("body_too_large").Inc()
 		http.Error(w, "swd: request body too large", http.StatusRequestEntityTooLarge)
 	case r.Context().Err() != nil:
 		// the client went away; nobody to answer
+		set(metrics.OutcomeClientGone)
 	default:
+		set(metrics.OutcomeFailed)
 		h.log.Warn("app request failed", "err", err)
 		w.Header().Set("X-Swd-Error", "app unreachable")
 		http.Error(w, "swd: application unavailable", http.StatusBadGateway)

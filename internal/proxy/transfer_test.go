@@ -222,11 +222,6 @@ func TestTransferFailsAfterPeerStarted(t *testing.T) {
 	}
 }
 
-// bugTruncatedTransfer is why TestTransferAppCutOffOnPeer is skipped.
-const bugTruncatedTransfer = "bug: a transferred request whose app answer breaks off mid-body is relayed as a complete " +
-	"(truncated) response: ReverseProxy does not panic outside an http.Server, ServeTransferred returns nil " +
-	"and Server.Forward ends the stream with OK"
-
 // TestTransferAppCutOffOnPeer: node-b's app breaks off its answer
 // mid-body. The client on node-a must see a broken response, as it would if
 // node-a had served it (TestLocalAppCutOff), not a clean short one.
@@ -269,11 +264,6 @@ func TestTransferTimeoutMidAnswerAbortsClient(t *testing.T) {
 	}
 	t.Fatal("the head never arrived within the transfer timeout")
 }
-
-// bugTransferTimeoutTruncates is why TestTransferTimeoutMidAnswerAbortsClient
-// is skipped.
-const bugTransferTimeoutTruncates = "bug: when TransferTimeout expires after the head, Client.Forward reports " +
-	"ErrClientGone (it sees its ctx done) and transferOut ends the client's response normally: a clean, truncated answer"
 
 // headThenFail is a Transfer service that sends a head and part of a body,
 // then fails the stream.

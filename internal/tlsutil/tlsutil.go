@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"google.golang.org/grpc"
@@ -80,6 +81,26 @@ func loadPool(caFile string) (*x509.CertPool, error) {
 func InitDev(dir string, names []string, hosts []string) ([]string, error) {
 	if len(names) == 0 {
 		return nil, errors.New("certs: give at least one certificate name")
+	}
+	seen := map[string]bool{}
+	for _, name := range names {
+		switch {
+		case !validName.MatchString(name) || name == "." || name == "..":
+			return nil, fmt.Errorf("certs: name %q: use letters, digits, '.', '_' and '-' only", name)
+		case name == "ca":
+			return nil, errors.New(`certs: "ca" is the CA's own file name; choose another certificate name`)
+		case seen[name]:
+			return nil, fmt.Errorf("certs: name %q given twice", name)
+		}
+		seen[name] = true
+	}
+	// Check every target first, so a conflict leaves nothing half-written.
+	for _, name := range append([]string{"ca"}, names...) {
+		for _, p := range []string{filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")} {
+			if _, err := os.Stat(p); err == nil {
+				return nil, fmt.Errorf("certs: %s exists; remove it or use another directory", p)
+			}
+		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("certs: %w", err)
@@ -160,6 +181,8 @@ func InitDev(dir string, names []string, hosts []string) ([]string, error) {
 	}
 	return written, nil
 }
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 func serial() *big.Int {
 	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))

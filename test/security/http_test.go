@@ -36,11 +36,10 @@ func TestMalformedHTTPRefused(t *testing.T) {
 		// CL.TE: a front end using Content-Length sees one request, swd
 		// (chunked) sees two
 		{"Content-Length then Transfer-Encoding", "POST /work?ms=1 HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-			strconv.Itoa(len("0\r\n\r\n"+inner)) + "\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + inner, http.StatusBadRequest,
-			"bug: a request with both Content-Length and Transfer-Encoding: chunked is served (net/http drops Content-Length, lets chunked win) and the connection stays open, so the bytes after the chunked body are served as a second request"},
+			strconv.Itoa(len("0\r\n\r\n"+inner)) + "\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + inner, http.StatusBadRequest, ""},
 		// TE.CL: the same with the headers in the other order
 		{"Transfer-Encoding then Content-Length", "POST /work?ms=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n" + inner,
-			http.StatusBadRequest, "bug: as above (Transfer-Encoding + Content-Length accepted, connection kept)"},
+			http.StatusBadRequest, ""},
 		// two different Content-Length values
 		{"two Content-Length headers", "POST /work?ms=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nContent-Length: " +
 			strconv.Itoa(4+len(inner)) + "\r\n\r\nabcd" + inner, http.StatusBadRequest, ""},
@@ -53,11 +52,10 @@ func TestMalformedHTTPRefused(t *testing.T) {
 		// a control character in the method
 		{"control character in method", "GE\x7fT /work?ms=1 HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusBadRequest, ""},
 		// obs-fold (a header line continued by a line starting with space)
-		{"obs-fold", "GET /work?ms=1 HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", http.StatusBadRequest,
-			"bug: obs-fold header lines are accepted (net/http's textproto joins them with a space) and the request reaches the app"},
+		{"obs-fold", "GET /work?ms=1 HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", http.StatusBadRequest, ""},
 		// obs-fold hiding Transfer-Encoding from a front end that rejects folding
 		{"obs-fold Transfer-Encoding", "POST /work?ms=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n" + inner,
-			http.StatusBadRequest, "bug: as above (folded Transfer-Encoding accepted as chunked)"},
+			http.StatusBadRequest, ""},
 		// white space between field name and colon
 		{"space before colon", "POST /work?ms=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n" + inner, http.StatusBadRequest, ""},
 		// a NUL in a field value
@@ -73,8 +71,7 @@ func TestMalformedHTTPRefused(t *testing.T) {
 		// Transfer-Encoding twice
 		{"two Transfer-Encoding headers", "POST /work?ms=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + inner, http.StatusNotImplemented, ""},
 		// a chunked body with an invalid chunk size
-		{"malformed chunked body", "POST /work?ms=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", http.StatusBadRequest,
-			"bug: a malformed chunked body is answered 200 with an empty body (proxy.readBody reports the parse error as ErrClientGone and fail() writes nothing)"},
+		{"malformed chunked body", "POST /work?ms=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", http.StatusBadRequest, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
