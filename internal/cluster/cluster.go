@@ -89,9 +89,13 @@ type Cluster struct {
 	tr   *transport
 	ring atomic.Pointer[ring]
 
-	mu      sync.Mutex // guards members, slots; serialises ring rebuilds
+	mu      sync.Mutex // guards members, slots, failed; serialises ring rebuilds
 	members map[string]memberInfo
 	slots   map[string]*slot
+	// failed holds members that departed, by name:
+	// the reconnect loop keeps trying their addresses, so the two sides of
+	// a healed partition find each other again.
+	failed map[string]failedMember
 
 	onPolicy atomic.Pointer[func(PolicyStamp)]
 	notified atomic.Int64 // highest epoch passed to OnPolicy
@@ -148,6 +152,7 @@ func New(cfg Config, local LocalState) (*Cluster, error) {
 		meta:    encodeMeta(nodeMeta{Role: cfg.Role, GRPCAddr: cfg.GRPCAddr}),
 		members: make(map[string]memberInfo),
 		slots:   make(map[string]*slot),
+		failed:  make(map[string]failedMember),
 		stop:    make(chan struct{}),
 	}
 	c.notified.Store(math.MinInt64)
@@ -176,6 +181,7 @@ func New(cfg Config, local LocalState) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: start memberlist: %w", err)
 	}
 	c.ml, c.tr = ml, tr
+	tr.faults = cfg.Faults
 	c.log.Debug("gossip started", "addr", c.GossipAddr(), "mechanism", cfg.mechanism(),
 		"interval", cfg.GossipInterval, "stale_after", c.stale)
 
@@ -187,7 +193,63 @@ func New(cfg Config, local LocalState) (*Cluster, error) {
 		c.wg.Add(1)
 		go c.joinLoop()
 	}
+	c.wg.Add(1)
+	go c.reconnectLoop()
 	return c, nil
+}
+
+// failedMember is a departed member, for the reconnect loop.
+type failedMember struct {
+	addr  string
+	since time.Time
+}
+
+const (
+	// reconnectInterval is how often the reconnect loop tries one failed
+	// member (memberlist stops gossiping to the dead after
+	// GossipToTheDeadTime, so without this two sides of a partition longer
+	// than that would never merge again).
+	reconnectInterval = 2 * time.Second
+	// reconnectTimeout is how long a departed member is retried.
+	reconnectTimeout = 10 * time.Minute
+)
+
+// reconnectLoop tries, every reconnectInterval, to rejoin one member that
+// was declared dead (Serf's reconnect, in small).
+func (c *Cluster) reconnectLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(reconnectInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		if c.left.Load() {
+			continue
+		}
+		var addr, name string
+		c.mu.Lock()
+		for n, f := range c.failed {
+			if time.Since(f.since) > reconnectTimeout {
+				delete(c.failed, n)
+				continue
+			}
+			if addr == "" || rand.N(2) == 0 {
+				addr, name = f.addr, n
+			}
+		}
+		c.mu.Unlock()
+		if addr == "" {
+			continue
+		}
+		if n, err := c.ml.Join([]string{addr}); n > 0 && err == nil {
+			c.log.Info("reconnected to a failed member", "peer", name, "addr", addr)
+		} else {
+			c.log.Debug("reconnect failed", "peer", name, "addr", addr, "err", err)
+		}
+	}
 }
 
 // GossipAddr returns the address other members reach this one at (the bound
@@ -551,7 +613,15 @@ func (c *Cluster) memberChanged(event string, n *memberlist.Node, gone bool) {
 	if gone {
 		delete(c.members, n.Name)
 		delete(c.slots, n.Name) // a member that comes back starts afresh
+		// memberlist's NotifyLeave does not say whether the member left
+		// gracefully or was declared dead (Node.State is not updated), so
+		// every departed member is retried; one that left for good just
+		// refuses the connection until reconnectTimeout.
+		if n.Name != c.cfg.NodeName {
+			c.failed[n.Name] = failedMember{addr: n.Address(), since: time.Now()}
+		}
 	} else {
+		delete(c.failed, n.Name)
 		meta, err := decodeMeta(n.Meta)
 		if err != nil { // the alive delegate filters these; be safe anyway
 			c.mu.Unlock()

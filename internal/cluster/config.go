@@ -139,6 +139,9 @@ type Config struct {
 	// Logger receives the cluster's logs; memberlist's own lines go to it
 	// at debug level. nil discards.
 	Logger *slog.Logger
+	// Faults, if set, injects network faults into the gossip transport
+	// (partition tests). Production leaves it nil.
+	Faults *Faults
 }
 
 // DefaultConfig returns the documented defaults: the host name as node name,

@@ -55,6 +55,8 @@ type transport struct {
 		WriteBatch(ms []ipv4.Message, flags int) (int, error)
 	}
 	msgs []ipv4.Message
+	// faults, if set, drops sends to blocked addresses (tests only).
+	faults *Faults
 }
 
 var _ memberlist.NodeAwareTransport = (*transport)(nil)
@@ -168,6 +170,9 @@ func (t *transport) WriteTo(b []byte, addr string) (time.Time, error) {
 
 // WriteToAddress implements memberlist.NodeAwareTransport.
 func (t *transport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	if t.faults.isBlocked(a.Addr) {
+		return time.Now(), nil // lost on the way, as on a cut network
+	}
 	t.st.pktsSent.Add(1)
 	t.st.pktBytesSent.Add(uint64(len(b)))
 	if ap, err := netip.ParseAddrPort(a.Addr); err == nil {
@@ -192,6 +197,9 @@ func (t *transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, e
 
 // DialAddressTimeout implements memberlist.NodeAwareTransport.
 func (t *transport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	if t.faults.isBlocked(a.Addr) {
+		return nil, errBlocked
+	}
 	d := net.Dialer{Timeout: timeout}
 	return d.Dial("tcp", a.Addr)
 }
@@ -239,6 +247,15 @@ func (t *transport) acceptLoop() {
 // writeBatch sends b to every address in to, with as few system calls as
 // the kernel allows, and returns how many datagrams went out.
 func (t *transport) writeBatch(b []byte, to []net.Addr) (int, error) {
+	if t.faults != nil {
+		kept := to[:0:0]
+		for _, a := range to {
+			if !t.faults.isBlocked(a.String()) {
+				kept = append(kept, a)
+			}
+		}
+		to = kept
+	}
 	if cap(t.msgs) < len(to) {
 		t.msgs = make([]ipv4.Message, len(to))
 	}
