@@ -75,7 +75,7 @@ and --token SWD_CONTROL_TOKEN.`,
 	pf.StringVar(&g.tlsKey, "tls-key", "", "key for --tls-cert")
 	pf.StringVar(&g.tlsCA, "tls-ca", "", "CA that signed the nodes' certificates")
 	config.AddConfigFlag(pf)
-	root.AddCommand(statusCmd(g), nodesCmd(g), policyCmd(g), drainCmd(g), planCmd(g), localCmd(g), certsCmd(g))
+	root.AddCommand(statusCmd(g), nodesCmd(g), policyCmd(g), drainCmd(g), planCmd(g), localCmd(g), certsCmd(g), gossipKeyCmd(g))
 	return root
 }
 

@@ -85,9 +85,12 @@ type Cluster struct {
 	meta  []byte
 	seq   atomic.Uint64
 
-	ml   *memberlist.Memberlist
-	tr   *transport
-	ring atomic.Pointer[ring]
+	ml *memberlist.Memberlist
+	tr *transport
+	// keyring is memberlist's gossip keyring (nil without encryption); it
+	// is safe for concurrent use.
+	keyring *memberlist.Keyring
+	ring    atomic.Pointer[ring]
 
 	mu      sync.Mutex // guards members, slots, failed; serialises ring rebuilds
 	members map[string]memberInfo
@@ -162,6 +165,7 @@ func New(cfg Config, local LocalState) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.keyring = mc.Keyring
 	bindIP, bindPort, _ := splitAddr(cfg.GossipAddr, false)
 	var fast func([]byte) bool
 	if len(cfg.GossipKey) == 0 {

@@ -17,6 +17,7 @@ package control
 
 import (
 	"context"
+	"encoding/base64"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -70,6 +71,9 @@ type Node interface {
 	Conn(addr string) (*grpc.ClientConn, error)
 	// Drain starts a graceful drain and returns what was queued.
 	Drain() (waiting, inFlight int)
+	// GossipKey runs one keyring operation and returns the installed keys'
+	// fingerprints afterwards.
+	GossipKey(op swdv1.GossipKeyRequest_Op, key []byte) ([]string, error)
 }
 
 // Config configures the service.
@@ -206,6 +210,71 @@ func (s *Service) remote(ctx context.Context, t Target, name string, epoch int64
 func (s *Service) Drain(context.Context, *swdv1.DrainRequest) (*swdv1.DrainResponse, error) {
 	w, f := s.node.Drain()
 	return &swdv1.DrainResponse{Waiting: int64(w), InFlight: int64(f)}, nil
+}
+
+// GossipKeys implements Control.GossipKeys: one keyring operation on this
+// node, or on every member with cluster set (each member's result is
+// reported; a member that is down is reported, not waited on).
+func (s *Service) GossipKeys(ctx context.Context, req *swdv1.GossipKeyRequest) (*swdv1.GossipKeyResponse, error) {
+	var key []byte
+	switch req.GetOp() {
+	case swdv1.GossipKeyRequest_OP_LIST:
+	case swdv1.GossipKeyRequest_OP_INSTALL, swdv1.GossipKeyRequest_OP_USE, swdv1.GossipKeyRequest_OP_REMOVE:
+		k, err := base64.StdEncoding.DecodeString(req.GetKey())
+		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
+			return nil, status.Error(codes.InvalidArgument, "key must be base64 of 16, 24 or 32 bytes")
+		}
+		key = k
+	default:
+		return nil, status.Error(codes.InvalidArgument, "op must be list, install, use or remove")
+	}
+	self := s.node.Status().GetNode()
+	fps, err := s.node.GossipKey(req.GetOp(), key)
+	local := &swdv1.NodeKeys{Node: self, Ok: err == nil, Fingerprints: fps}
+	if err != nil {
+		local.Error = err.Error()
+	}
+	resp := &swdv1.GossipKeyResponse{Results: []*swdv1.NodeKeys{local}}
+	if !req.GetCluster() {
+		if err != nil {
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		}
+		return resp, nil
+	}
+	others := s.node.Others()
+	results := make([]*swdv1.NodeKeys, len(others))
+	var wg sync.WaitGroup
+	for i, t := range others {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &swdv1.NodeKeys{Node: t.Name}
+			results[i] = r
+			cc, err := s.node.Conn(t.GRPCAddr)
+			if err != nil {
+				r.Error = err.Error()
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, s.cfg.FanoutTimeout)
+			defer cancel()
+			if s.cfg.Token != "" {
+				cctx = metadata.AppendToOutgoingContext(cctx, "authorization", "Bearer "+s.cfg.Token)
+			}
+			got, err := swdv1.NewControlClient(cc).GossipKeys(cctx, &swdv1.GossipKeyRequest{Op: req.GetOp(), Key: req.GetKey()})
+			if err != nil {
+				r.Error = err.Error()
+				return
+			}
+			if len(got.GetResults()) > 0 {
+				g := got.GetResults()[0]
+				r.Ok, r.Error, r.Fingerprints = g.GetOk(), g.GetError(), g.GetFingerprints()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(results, func(i, j int) bool { return results[i].GetNode() < results[j].GetNode() })
+	resp.Results = append(resp.Results, results...)
+	return resp, nil
 }
 
 // controlPrefix is the full method prefix the token guards.

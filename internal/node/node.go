@@ -665,6 +665,23 @@ func (n *Node) Members() []*swdv1.Member {
 	return out
 }
 
+// GossipKey implements control.Node.
+func (n *Node) GossipKey(op swdv1.GossipKeyRequest_Op, key []byte) ([]string, error) {
+	var err error
+	switch op {
+	case swdv1.GossipKeyRequest_OP_INSTALL:
+		err = n.cl.InstallKey(key)
+	case swdv1.GossipKeyRequest_OP_USE:
+		err = n.cl.UseKey(key)
+	case swdv1.GossipKeyRequest_OP_REMOVE:
+		err = n.cl.RemoveKey(key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return n.cl.KeyFingerprints()
+}
+
 // Drain implements control.Node: it starts a graceful drain in the
 // background (as SIGTERM does) and reports what was queued.
 func (n *Node) Drain() (waiting, inFlight int) {

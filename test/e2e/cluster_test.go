@@ -314,3 +314,55 @@ func TestLateJoinerAdoptsPolicy(t *testing.T) {
 		return err == nil && p.GetName() == "ll" && p.GetEpoch() == epoch
 	}, 30*time.Second, 50*time.Millisecond, "the restarted node never adopted ll@%d", epoch)
 }
+
+// The gossip key rotates cluster-wide through swdctl (install, use, remove)
+// without a partition: every member keeps every other, and all end with
+// only the new key.
+func TestGossipKeyRotationWithSwdctl(t *testing.T) {
+	const oldKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // 32 bytes
+	const newKey = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=" // 32 bytes
+	c := startCluster(t, func(cfg *localcluster.Config) {
+		cfg.Nodes = 3
+		cfg.SwdArgs = []string{"--gossip-key=" + oldKey}
+	})
+	swdctl := filepath.Join(binDir(t), "swdctl")
+	run := func(args ...string) string {
+		out, err := exec.Command(swdctl, append([]string{"--addr", c.Info.Nodes[0].GRPC}, args...)...).CombinedOutput()
+		require.NoError(t, err, "swdctl %v: %s", args, out)
+		return string(out)
+	}
+	allSeeAll := func(step string) {
+		for _, nd := range c.Info.Nodes {
+			s := status(t, ctl(t, nd.GRPC))
+			require.EqualValues(t, 3, s.GetMembers(), "%s: %s lost a member", step, nd.Name)
+		}
+	}
+	before := run("gossip-key", "list", "--cluster", "-o", "json")
+	for _, step := range [][]string{{"install", newKey}, {"use", newKey}, {"remove", oldKey}} {
+		run(append([]string{"gossip-key"}, append(step, "--cluster")...)...)
+		time.Sleep(500 * time.Millisecond) // gossip under the new keyring for a while
+		allSeeAll(step[0])
+	}
+	after := run("gossip-key", "list", "--cluster", "-o", "json")
+	var rows []struct {
+		Node         string   `json:"node"`
+		OK           bool     `json:"ok"`
+		Fingerprints []string `json:"fingerprints"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(after), &rows))
+	require.Len(t, rows, 3)
+	for _, r := range rows {
+		assert.True(t, r.OK)
+		require.Len(t, r.Fingerprints, 1, "%s keeps more than the new key", r.Node)
+		assert.NotContains(t, before, r.Fingerprints[0], "the key did not change")
+	}
+	// Every entry is still fresh: gossip flows with the new key.
+	require.Eventually(t, func() bool {
+		for _, v := range status(t, ctl(t, c.Info.Nodes[2].GRPC)).GetView() {
+			if !v.GetKnown() {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 50*time.Millisecond)
+}

@@ -27,6 +27,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type GossipKeyRequest_Op int32
+
+const (
+	GossipKeyRequest_OP_UNSPECIFIED GossipKeyRequest_Op = 0
+	GossipKeyRequest_OP_LIST        GossipKeyRequest_Op = 1
+	GossipKeyRequest_OP_INSTALL     GossipKeyRequest_Op = 2
+	GossipKeyRequest_OP_USE         GossipKeyRequest_Op = 3
+	GossipKeyRequest_OP_REMOVE      GossipKeyRequest_Op = 4
+)
+
+// Enum value maps for GossipKeyRequest_Op.
+var (
+	GossipKeyRequest_Op_name = map[int32]string{
+		0: "OP_UNSPECIFIED",
+		1: "OP_LIST",
+		2: "OP_INSTALL",
+		3: "OP_USE",
+		4: "OP_REMOVE",
+	}
+	GossipKeyRequest_Op_value = map[string]int32{
+		"OP_UNSPECIFIED": 0,
+		"OP_LIST":        1,
+		"OP_INSTALL":     2,
+		"OP_USE":         3,
+		"OP_REMOVE":      4,
+	}
+)
+
+func (x GossipKeyRequest_Op) Enum() *GossipKeyRequest_Op {
+	p := new(GossipKeyRequest_Op)
+	*p = x
+	return p
+}
+
+func (x GossipKeyRequest_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GossipKeyRequest_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_swd_v1_swd_proto_enumTypes[0].Descriptor()
+}
+
+func (GossipKeyRequest_Op) Type() protoreflect.EnumType {
+	return &file_swd_v1_swd_proto_enumTypes[0]
+}
+
+func (x GossipKeyRequest_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GossipKeyRequest_Op.Descriptor instead.
+func (GossipKeyRequest_Op) EnumDescriptor() ([]byte, []int) {
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{18, 0}
+}
+
 // Header is one HTTP header field with all its values.
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1254,6 +1309,184 @@ func (x *DrainResponse) GetInFlight() int64 {
 	return 0
 }
 
+// GossipKeyRequest manages the gossip encryption keyring. Rotation without
+// a partition: INSTALL the new key on every member, then USE it on every
+// member, then REMOVE the old one (each step with cluster = true).
+type GossipKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Op    GossipKeyRequest_Op    `protobuf:"varint,1,opt,name=op,proto3,enum=swd.v1.GossipKeyRequest_Op" json:"op,omitempty"`
+	// key is the base64 AES key (16, 24 or 32 bytes); empty for OP_LIST.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// cluster applies the operation on every member.
+	Cluster       bool `protobuf:"varint,3,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GossipKeyRequest) Reset() {
+	*x = GossipKeyRequest{}
+	mi := &file_swd_v1_swd_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GossipKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GossipKeyRequest) ProtoMessage() {}
+
+func (x *GossipKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_swd_v1_swd_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GossipKeyRequest.ProtoReflect.Descriptor instead.
+func (*GossipKeyRequest) Descriptor() ([]byte, []int) {
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GossipKeyRequest) GetOp() GossipKeyRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return GossipKeyRequest_OP_UNSPECIFIED
+}
+
+func (x *GossipKeyRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *GossipKeyRequest) GetCluster() bool {
+	if x != nil {
+		return x.Cluster
+	}
+	return false
+}
+
+type NodeKeys struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Ok    bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	Error string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// fingerprints of the installed keys (never the keys), primary first.
+	Fingerprints  []string `protobuf:"bytes,4,rep,name=fingerprints,proto3" json:"fingerprints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeKeys) Reset() {
+	*x = NodeKeys{}
+	mi := &file_swd_v1_swd_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeKeys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeKeys) ProtoMessage() {}
+
+func (x *NodeKeys) ProtoReflect() protoreflect.Message {
+	mi := &file_swd_v1_swd_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeKeys.ProtoReflect.Descriptor instead.
+func (*NodeKeys) Descriptor() ([]byte, []int) {
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *NodeKeys) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeKeys) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *NodeKeys) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *NodeKeys) GetFingerprints() []string {
+	if x != nil {
+		return x.Fingerprints
+	}
+	return nil
+}
+
+type GossipKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*NodeKeys            `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GossipKeyResponse) Reset() {
+	*x = GossipKeyResponse{}
+	mi := &file_swd_v1_swd_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GossipKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GossipKeyResponse) ProtoMessage() {}
+
+func (x *GossipKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_swd_v1_swd_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GossipKeyResponse.ProtoReflect.Descriptor instead.
+func (*GossipKeyResponse) Descriptor() ([]byte, []int) {
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GossipKeyResponse) GetResults() []*NodeKeys {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_swd_v1_swd_proto protoreflect.FileDescriptor
 
 const file_swd_v1_swd_proto_rawDesc = "" +
@@ -1354,15 +1587,36 @@ const file_swd_v1_swd_proto_rawDesc = "" +
 	"\fDrainRequest\"F\n" +
 	"\rDrainResponse\x12\x18\n" +
 	"\awaiting\x18\x01 \x01(\x03R\awaiting\x12\x1b\n" +
-	"\tin_flight\x18\x02 \x01(\x03R\binFlight2H\n" +
+	"\tin_flight\x18\x02 \x01(\x03R\binFlight\"\xbd\x01\n" +
+	"\x10GossipKeyRequest\x12+\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x1b.swd.v1.GossipKeyRequest.OpR\x02op\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x18\n" +
+	"\acluster\x18\x03 \x01(\bR\acluster\"P\n" +
+	"\x02Op\x12\x12\n" +
+	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
+	"\aOP_LIST\x10\x01\x12\x0e\n" +
+	"\n" +
+	"OP_INSTALL\x10\x02\x12\n" +
+	"\n" +
+	"\x06OP_USE\x10\x03\x12\r\n" +
+	"\tOP_REMOVE\x10\x04\"h\n" +
+	"\bNodeKeys\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\"\n" +
+	"\ffingerprints\x18\x04 \x03(\tR\ffingerprints\"?\n" +
+	"\x11GossipKeyResponse\x12*\n" +
+	"\aresults\x18\x01 \x03(\v2\x10.swd.v1.NodeKeysR\aresults2H\n" +
 	"\bTransfer\x12<\n" +
-	"\aForward\x12\x16.swd.v1.ForwardRequest\x1a\x17.swd.v1.ForwardResponse0\x012\xac\x02\n" +
+	"\aForward\x12\x16.swd.v1.ForwardRequest\x1a\x17.swd.v1.ForwardResponse0\x012\xef\x02\n" +
 	"\aControl\x127\n" +
 	"\x06Status\x12\x15.swd.v1.StatusRequest\x1a\x16.swd.v1.StatusResponse\x124\n" +
 	"\x05Nodes\x12\x14.swd.v1.NodesRequest\x1a\x15.swd.v1.NodesResponse\x12:\n" +
 	"\tGetPolicy\x12\x18.swd.v1.GetPolicyRequest\x1a\x13.swd.v1.PolicyState\x12@\n" +
 	"\tSetPolicy\x12\x18.swd.v1.SetPolicyRequest\x1a\x19.swd.v1.SetPolicyResponse\x124\n" +
-	"\x05Drain\x12\x14.swd.v1.DrainRequest\x1a\x15.swd.v1.DrainResponseB/Z-github.com/swd-project/swd/proto/swd/v1;swdv1b\x06proto3"
+	"\x05Drain\x12\x14.swd.v1.DrainRequest\x1a\x15.swd.v1.DrainResponse\x12A\n" +
+	"\n" +
+	"GossipKeys\x12\x18.swd.v1.GossipKeyRequest\x1a\x19.swd.v1.GossipKeyResponseB/Z-github.com/swd-project/swd/proto/swd/v1;swdv1b\x06proto3"
 
 var (
 	file_swd_v1_swd_proto_rawDescOnce sync.Once
@@ -1376,57 +1630,66 @@ func file_swd_v1_swd_proto_rawDescGZIP() []byte {
 	return file_swd_v1_swd_proto_rawDescData
 }
 
-var file_swd_v1_swd_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_swd_v1_swd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_swd_v1_swd_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_swd_v1_swd_proto_goTypes = []any{
-	(*Header)(nil),            // 0: swd.v1.Header
-	(*ForwardRequest)(nil),    // 1: swd.v1.ForwardRequest
-	(*ForwardResponse)(nil),   // 2: swd.v1.ForwardResponse
-	(*ResponseHead)(nil),      // 3: swd.v1.ResponseHead
-	(*ResponseTrailer)(nil),   // 4: swd.v1.ResponseTrailer
-	(*PolicyState)(nil),       // 5: swd.v1.PolicyState
-	(*StatusRequest)(nil),     // 6: swd.v1.StatusRequest
-	(*PeerLoad)(nil),          // 7: swd.v1.PeerLoad
-	(*StatusResponse)(nil),    // 8: swd.v1.StatusResponse
-	(*NodesRequest)(nil),      // 9: swd.v1.NodesRequest
-	(*Member)(nil),            // 10: swd.v1.Member
-	(*NodesResponse)(nil),     // 11: swd.v1.NodesResponse
-	(*GetPolicyRequest)(nil),  // 12: swd.v1.GetPolicyRequest
-	(*SetPolicyRequest)(nil),  // 13: swd.v1.SetPolicyRequest
-	(*NodeResult)(nil),        // 14: swd.v1.NodeResult
-	(*SetPolicyResponse)(nil), // 15: swd.v1.SetPolicyResponse
-	(*DrainRequest)(nil),      // 16: swd.v1.DrainRequest
-	(*DrainResponse)(nil),     // 17: swd.v1.DrainResponse
-	nil,                       // 18: swd.v1.StatusResponse.CountersEntry
+	(GossipKeyRequest_Op)(0),  // 0: swd.v1.GossipKeyRequest.Op
+	(*Header)(nil),            // 1: swd.v1.Header
+	(*ForwardRequest)(nil),    // 2: swd.v1.ForwardRequest
+	(*ForwardResponse)(nil),   // 3: swd.v1.ForwardResponse
+	(*ResponseHead)(nil),      // 4: swd.v1.ResponseHead
+	(*ResponseTrailer)(nil),   // 5: swd.v1.ResponseTrailer
+	(*PolicyState)(nil),       // 6: swd.v1.PolicyState
+	(*StatusRequest)(nil),     // 7: swd.v1.StatusRequest
+	(*PeerLoad)(nil),          // 8: swd.v1.PeerLoad
+	(*StatusResponse)(nil),    // 9: swd.v1.StatusResponse
+	(*NodesRequest)(nil),      // 10: swd.v1.NodesRequest
+	(*Member)(nil),            // 11: swd.v1.Member
+	(*NodesResponse)(nil),     // 12: swd.v1.NodesResponse
+	(*GetPolicyRequest)(nil),  // 13: swd.v1.GetPolicyRequest
+	(*SetPolicyRequest)(nil),  // 14: swd.v1.SetPolicyRequest
+	(*NodeResult)(nil),        // 15: swd.v1.NodeResult
+	(*SetPolicyResponse)(nil), // 16: swd.v1.SetPolicyResponse
+	(*DrainRequest)(nil),      // 17: swd.v1.DrainRequest
+	(*DrainResponse)(nil),     // 18: swd.v1.DrainResponse
+	(*GossipKeyRequest)(nil),  // 19: swd.v1.GossipKeyRequest
+	(*NodeKeys)(nil),          // 20: swd.v1.NodeKeys
+	(*GossipKeyResponse)(nil), // 21: swd.v1.GossipKeyResponse
+	nil,                       // 22: swd.v1.StatusResponse.CountersEntry
 }
 var file_swd_v1_swd_proto_depIdxs = []int32{
-	0,  // 0: swd.v1.ForwardRequest.headers:type_name -> swd.v1.Header
-	3,  // 1: swd.v1.ForwardResponse.head:type_name -> swd.v1.ResponseHead
-	4,  // 2: swd.v1.ForwardResponse.trailer:type_name -> swd.v1.ResponseTrailer
-	0,  // 3: swd.v1.ResponseHead.headers:type_name -> swd.v1.Header
-	0,  // 4: swd.v1.ResponseTrailer.trailers:type_name -> swd.v1.Header
-	5,  // 5: swd.v1.StatusResponse.policy:type_name -> swd.v1.PolicyState
-	7,  // 6: swd.v1.StatusResponse.view:type_name -> swd.v1.PeerLoad
-	18, // 7: swd.v1.StatusResponse.counters:type_name -> swd.v1.StatusResponse.CountersEntry
-	10, // 8: swd.v1.NodesResponse.members:type_name -> swd.v1.Member
-	5,  // 9: swd.v1.NodeResult.state:type_name -> swd.v1.PolicyState
-	14, // 10: swd.v1.SetPolicyResponse.results:type_name -> swd.v1.NodeResult
-	1,  // 11: swd.v1.Transfer.Forward:input_type -> swd.v1.ForwardRequest
-	6,  // 12: swd.v1.Control.Status:input_type -> swd.v1.StatusRequest
-	9,  // 13: swd.v1.Control.Nodes:input_type -> swd.v1.NodesRequest
-	12, // 14: swd.v1.Control.GetPolicy:input_type -> swd.v1.GetPolicyRequest
-	13, // 15: swd.v1.Control.SetPolicy:input_type -> swd.v1.SetPolicyRequest
-	16, // 16: swd.v1.Control.Drain:input_type -> swd.v1.DrainRequest
-	2,  // 17: swd.v1.Transfer.Forward:output_type -> swd.v1.ForwardResponse
-	8,  // 18: swd.v1.Control.Status:output_type -> swd.v1.StatusResponse
-	11, // 19: swd.v1.Control.Nodes:output_type -> swd.v1.NodesResponse
-	5,  // 20: swd.v1.Control.GetPolicy:output_type -> swd.v1.PolicyState
-	15, // 21: swd.v1.Control.SetPolicy:output_type -> swd.v1.SetPolicyResponse
-	17, // 22: swd.v1.Control.Drain:output_type -> swd.v1.DrainResponse
-	17, // [17:23] is the sub-list for method output_type
-	11, // [11:17] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	1,  // 0: swd.v1.ForwardRequest.headers:type_name -> swd.v1.Header
+	4,  // 1: swd.v1.ForwardResponse.head:type_name -> swd.v1.ResponseHead
+	5,  // 2: swd.v1.ForwardResponse.trailer:type_name -> swd.v1.ResponseTrailer
+	1,  // 3: swd.v1.ResponseHead.headers:type_name -> swd.v1.Header
+	1,  // 4: swd.v1.ResponseTrailer.trailers:type_name -> swd.v1.Header
+	6,  // 5: swd.v1.StatusResponse.policy:type_name -> swd.v1.PolicyState
+	8,  // 6: swd.v1.StatusResponse.view:type_name -> swd.v1.PeerLoad
+	22, // 7: swd.v1.StatusResponse.counters:type_name -> swd.v1.StatusResponse.CountersEntry
+	11, // 8: swd.v1.NodesResponse.members:type_name -> swd.v1.Member
+	6,  // 9: swd.v1.NodeResult.state:type_name -> swd.v1.PolicyState
+	15, // 10: swd.v1.SetPolicyResponse.results:type_name -> swd.v1.NodeResult
+	0,  // 11: swd.v1.GossipKeyRequest.op:type_name -> swd.v1.GossipKeyRequest.Op
+	20, // 12: swd.v1.GossipKeyResponse.results:type_name -> swd.v1.NodeKeys
+	2,  // 13: swd.v1.Transfer.Forward:input_type -> swd.v1.ForwardRequest
+	7,  // 14: swd.v1.Control.Status:input_type -> swd.v1.StatusRequest
+	10, // 15: swd.v1.Control.Nodes:input_type -> swd.v1.NodesRequest
+	13, // 16: swd.v1.Control.GetPolicy:input_type -> swd.v1.GetPolicyRequest
+	14, // 17: swd.v1.Control.SetPolicy:input_type -> swd.v1.SetPolicyRequest
+	17, // 18: swd.v1.Control.Drain:input_type -> swd.v1.DrainRequest
+	19, // 19: swd.v1.Control.GossipKeys:input_type -> swd.v1.GossipKeyRequest
+	3,  // 20: swd.v1.Transfer.Forward:output_type -> swd.v1.ForwardResponse
+	9,  // 21: swd.v1.Control.Status:output_type -> swd.v1.StatusResponse
+	12, // 22: swd.v1.Control.Nodes:output_type -> swd.v1.NodesResponse
+	6,  // 23: swd.v1.Control.GetPolicy:output_type -> swd.v1.PolicyState
+	16, // 24: swd.v1.Control.SetPolicy:output_type -> swd.v1.SetPolicyResponse
+	18, // 25: swd.v1.Control.Drain:output_type -> swd.v1.DrainResponse
+	21, // 26: swd.v1.Control.GossipKeys:output_type -> swd.v1.GossipKeyResponse
+	20, // [20:27] is the sub-list for method output_type
+	13, // [13:20] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_swd_v1_swd_proto_init() }
@@ -1444,13 +1707,14 @@ func file_swd_v1_swd_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_swd_v1_swd_proto_rawDesc), len(file_swd_v1_swd_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   19,
+			NumEnums:      1,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
 		GoTypes:           file_swd_v1_swd_proto_goTypes,
 		DependencyIndexes: file_swd_v1_swd_proto_depIdxs,
+		EnumInfos:         file_swd_v1_swd_proto_enumTypes,
 		MessageInfos:      file_swd_v1_swd_proto_msgTypes,
 	}.Build()
 	File_swd_v1_swd_proto = out.File

@@ -138,11 +138,12 @@ var Transfer_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Control_Status_FullMethodName    = "/swd.v1.Control/Status"
-	Control_Nodes_FullMethodName     = "/swd.v1.Control/Nodes"
-	Control_GetPolicy_FullMethodName = "/swd.v1.Control/GetPolicy"
-	Control_SetPolicy_FullMethodName = "/swd.v1.Control/SetPolicy"
-	Control_Drain_FullMethodName     = "/swd.v1.Control/Drain"
+	Control_Status_FullMethodName     = "/swd.v1.Control/Status"
+	Control_Nodes_FullMethodName      = "/swd.v1.Control/Nodes"
+	Control_GetPolicy_FullMethodName  = "/swd.v1.Control/GetPolicy"
+	Control_SetPolicy_FullMethodName  = "/swd.v1.Control/SetPolicy"
+	Control_Drain_FullMethodName      = "/swd.v1.Control/Drain"
+	Control_GossipKeys_FullMethodName = "/swd.v1.Control/GossipKeys"
 )
 
 // ControlClient is the client API for Control service.
@@ -154,6 +155,7 @@ type ControlClient interface {
 	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*PolicyState, error)
 	SetPolicy(ctx context.Context, in *SetPolicyRequest, opts ...grpc.CallOption) (*SetPolicyResponse, error)
 	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
+	GossipKeys(ctx context.Context, in *GossipKeyRequest, opts ...grpc.CallOption) (*GossipKeyResponse, error)
 }
 
 type controlClient struct {
@@ -214,6 +216,16 @@ func (c *controlClient) Drain(ctx context.Context, in *DrainRequest, opts ...grp
 	return out, nil
 }
 
+func (c *controlClient) GossipKeys(ctx context.Context, in *GossipKeyRequest, opts ...grpc.CallOption) (*GossipKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GossipKeyResponse)
+	err := c.cc.Invoke(ctx, Control_GossipKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServer is the server API for Control service.
 // All implementations must embed UnimplementedControlServer
 // for forward compatibility.
@@ -223,6 +235,7 @@ type ControlServer interface {
 	GetPolicy(context.Context, *GetPolicyRequest) (*PolicyState, error)
 	SetPolicy(context.Context, *SetPolicyRequest) (*SetPolicyResponse, error)
 	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
+	GossipKeys(context.Context, *GossipKeyRequest) (*GossipKeyResponse, error)
 	mustEmbedUnimplementedControlServer()
 }
 
@@ -247,6 +260,9 @@ func (UnimplementedControlServer) SetPolicy(context.Context, *SetPolicyRequest) 
 }
 func (UnimplementedControlServer) Drain(context.Context, *DrainRequest) (*DrainResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Drain not implemented")
+}
+func (UnimplementedControlServer) GossipKeys(context.Context, *GossipKeyRequest) (*GossipKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GossipKeys not implemented")
 }
 func (UnimplementedControlServer) mustEmbedUnimplementedControlServer() {}
 func (UnimplementedControlServer) testEmbeddedByValue()                 {}
@@ -359,6 +375,24 @@ func _Control_Drain_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Control_GossipKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GossipKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServer).GossipKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Control_GossipKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServer).GossipKeys(ctx, req.(*GossipKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Control_ServiceDesc is the grpc.ServiceDesc for Control service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -385,6 +419,10 @@ var Control_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Drain",
 			Handler:    _Control_Drain_Handler,
+		},
+		{
+			MethodName: "GossipKeys",
+			Handler:    _Control_GossipKeys_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
