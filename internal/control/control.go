@@ -17,8 +17,8 @@ package control
 
 import (
 	"context"
-	"encoding/base64"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"sort"
