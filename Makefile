@@ -5,7 +5,6 @@ BIN := bin
 TOOLS := $(CURDIR)/.tools
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/swd-project/swd/internal/node.Version=$(VERSION)
-STATICCHECK_VERSION := 2026.1.2
 STATICCHECK_MOD := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOVULNCHECK_MOD := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
@@ -13,7 +12,7 @@ PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 TEST_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 
-.PHONY: help build test test-short lint bench demo proto fuzz clean tools chaos
+.PHONY: help build test test-short lint bench bench-conns bench-transfers bench-gossip demo paper proto fuzz clean tools chaos
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -22,7 +21,7 @@ build: ## build swd, swdctl, dummyapp, loadgen into bin/ (static)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-test: build ## run every test with the race detector (end-to-end tests use bin/)
+test: test-deps build ## run every test with the race detector (end-to-end tests use bin/; test-deps installs Prometheus and Chromium where it can)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 test-short: build ## quick test run without the race detector
@@ -40,9 +39,26 @@ lint: tools ## go vet, gofmt check, staticcheck, govulncheck
 	@echo "$(TOOLS)/govulncheck ./..."; $(TOOLS)/govulncheck $(if $(GOVULNDB),-db $(GOVULNDB)) ./...; rc=$$?; \
 	if [ $$rc -ne 0 ] && [ $$rc -ne 3 ]; then echo "govulncheck could not check the dependencies (exit $$rc): is its vulnerability database reachable? GOVULNDB=file:///path/to/copy uses a local copy"; fi; exit $$rc
 
-bench: build ## print performance figures: micro-benchmarks and the proxy overhead
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/queue/ ./internal/policy/
+bench: build ## print performance figures: micro-benchmarks, swd's added latency and throughput, one transfer hop
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/queue/ ./internal/policy/ ./internal/sim/
 	$(GO) run ./test/benchproxy
+
+bench-conns: build ## swd's memory with ~20,000 idle client connections (RSS before/after)
+	$(GO) run ./test/connbench --bin-dir $(BIN)
+
+bench-transfers: build ## transfers per request of ll, nu, nu-exact at 50 % and 90 % load, real cluster vs simulator
+	$(GO) run ./test/transferbench --bin-dir $(BIN)
+
+bench-gossip: ## gossip entry age, bytes/s and CPU per node at 16, 32 and 64 nodes
+	$(GO) run ./test/gossipbench -nodes 16,32,64
+
+chaos: build ## 8 nodes at 70 % load for 60 s, a node SIGKILLed and restarted every 10 s; prints every request's fate
+	$(GO) run ./test/chaos/cmd/chaos --bin-dir $(BIN)
+
+paper: build ## the paper's setup for real: 16 nodes, standard workload, rates 40-320, rr/ct/ll/nu (about 20 minutes)
+	$(BIN)/loadgen compare --local 16 --workload standard --rates 40,120,200,240,280,320 \
+		--warmup 5s --duration 30s --cooldown 2s --policies rr,ct,ll,nu --limit-from nu@320 \
+		--progress lines --out results/paper
 
 proto: ## regenerate proto/swd/v1 Go code (installs protoc via apt-get if missing)
 	@command -v protoc >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler)
