@@ -718,6 +718,9 @@ func (n *Node) counters() map[string]uint64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if m.GetCounter().GetValue() == 0 {
+				continue // series created up front that saw no event yet
+			}
 			var parts []string
 			for _, l := range m.GetLabel() {
 				parts = append(parts, l.GetValue())

@@ -99,8 +99,12 @@ func (n *Node) uiState() uiState {
 			}
 		case "swd_requests_total", "swd_rejections_total":
 			for _, m := range mf.GetMetric() {
+				v := uint64(m.GetCounter().GetValue())
+				if v == 0 {
+					continue // series created up front that saw no event yet
+				}
 				for _, l := range m.GetLabel() {
-					st.Counters[mf.GetName()[4:len(mf.GetName())-6]+"/"+l.GetValue()] = uint64(m.GetCounter().GetValue())
+					st.Counters[mf.GetName()[4:len(mf.GetName())-6]+"/"+l.GetValue()] = v
 				}
 			}
 		}
