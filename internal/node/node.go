@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -397,6 +398,7 @@ func (n *Node) Start() error {
 			n.stopAll()
 			return err
 		}
+		n.disp.OnTransfer(n.hlth.record)
 		handler = n.disp
 	}
 
@@ -500,17 +502,21 @@ func (n *Node) GRPCAddr(name string) (string, bool) {
 // IsMember implements transfer.MembershipChecker.
 func (n *Node) IsMember(name string) bool { return n.cl != nil && n.cl.IsMember(name) }
 
+// backends lists the nodes a dispatcher may send to, in ring order: every
+// alive ring member that is not ejected for failing transfers. A dispatcher
+// keeps exact counts itself, so a node whose load gossip is late (a busy
+// machine) is still a backend; memberlist's failure detection and the
+// peer-health ejection take dead ones out.
 func (n *Node) backends() []proxy.Backend {
-	v := n.cl.View()
-	out := make([]proxy.Backend, 0, len(v.Nodes))
-	for _, nl := range v.Nodes {
-		if !nl.Known || !n.hlth.healthy(nl.Name) {
+	peers := n.cl.Peers()
+	out := make([]proxy.Backend, 0, len(peers))
+	for _, p := range peers {
+		if p.RingID < 0 || p.GRPCAddr == "" || !n.hlth.healthy(p.Name) {
 			continue
 		}
-		if addr, ok := n.GRPCAddr(nl.Name); ok {
-			out = append(out, proxy.Backend{Name: nl.Name, GRPCAddr: addr})
-		}
+		out = append(out, proxy.Backend{Name: p.Name, GRPCAddr: p.GRPCAddr})
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 

@@ -52,6 +52,7 @@ type Dispatcher struct {
 	seq         uint64
 	outstanding map[string]int
 	onDispatch  func(DispatchDecision)
+	onTransfer  func(peer string, err error)
 }
 
 // NewDispatcher returns a dispatcher. backends lists the nodes in ring
@@ -76,6 +77,10 @@ func NewDispatcher(cfg Config, fwd *transfer.Client, backends func() []Backend, 
 		outstanding: map[string]int{},
 	}, nil
 }
+
+// OnTransfer registers a callback told of every forward's result (nil
+// error on success), for peer-health tracking. Call before serving.
+func (d *Dispatcher) OnTransfer(f func(peer string, err error)) { d.onTransfer = f }
 
 // OnDispatch registers a callback run (under the dispatcher's lock) for
 // every decision. Call before serving.
@@ -128,12 +133,6 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = b
 		r.Body = io.NopCloser(bytes.NewReader(b))
 	}
-	b, ok := d.pick()
-	if !ok {
-		fail(swderr.ErrNoBackend, metrics.OutcomeRejected)
-		return
-	}
-	defer d.release(b.Name)
 	id := r.Header.Get("X-Request-Id")
 	if id == "" {
 		id = fmt.Sprintf("%s-%d", d.cfg.NodeName, d.ids.Add(1))
@@ -141,29 +140,59 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	msg := transfer.ToMessage(transfer.Outbound{
 		ID: id, Request: r, Body: body, Arrival: start, From: d.cfg.NodeName, Dispatched: true,
 	})
-	res, err := d.fwd.Forward(r.Context(), b.GRPCAddr, msg, w)
-	switch {
-	case err == nil:
-		d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferOK).Inc()
-		d.m.ObserveRequest(metrics.OutcomeRemote, time.Since(start))
-	case res.HeadWritten:
-		d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferFailed).Inc()
-		panic(http.ErrAbortHandler)
-	case errors.Is(err, swderr.ErrRefused):
-		d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferRefused).Inc()
-		fail(fmt.Errorf("node %s: %w", b.Name, err), metrics.OutcomeRejected)
-	case r.Context().Err() != nil:
-		fail(fmt.Errorf("%w: %w", swderr.ErrClientGone, err), metrics.OutcomeClientGone)
-	default:
-		d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferFailed).Inc()
-		d.log.Warn("dispatch failed", "node", b.Name, "err", err)
-		fail(fmt.Errorf("node %s: %w", b.Name, err), metrics.OutcomeFailed)
+	// A node that refuses (queue full, draining, unreachable) certainly did
+	// not take the request: try the next pick, each node at most once.
+	tried := map[string]bool{}
+	var lastErr error = swderr.ErrNoBackend
+	for {
+		b, ok := d.pick(tried)
+		if !ok {
+			fail(lastErr, metrics.OutcomeRejected)
+			return
+		}
+		res, err := d.fwd.Forward(r.Context(), b.GRPCAddr, msg, w)
+		d.release(b.Name)
+		if d.onTransfer != nil {
+			d.onTransfer(b.Name, err)
+		}
+		switch {
+		case err == nil:
+			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferOK).Inc()
+			d.m.ObserveRequest(metrics.OutcomeRemote, time.Since(start))
+		case res.HeadWritten && r.Context().Err() != nil:
+			d.m.ObserveRequest(metrics.OutcomeClientGone, time.Since(start))
+		case res.HeadWritten:
+			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferFailed).Inc()
+			panic(http.ErrAbortHandler)
+		case errors.Is(err, swderr.ErrRefused):
+			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferRefused).Inc()
+			tried[b.Name] = true
+			lastErr = fmt.Errorf("node %s: %w", b.Name, err)
+			continue
+		case r.Context().Err() != nil:
+			fail(fmt.Errorf("%w: %w", swderr.ErrClientGone, err), metrics.OutcomeClientGone)
+		default:
+			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferFailed).Inc()
+			d.log.Warn("dispatch failed", "node", b.Name, "err", err)
+			fail(fmt.Errorf("node %s: %w", b.Name, err), metrics.OutcomeFailed)
+		}
+		return
 	}
 }
 
-// pick chooses a node and counts the request as outstanding there.
-func (d *Dispatcher) pick() (Backend, bool) {
+// pick chooses a node not in exclude and counts the request as
+// outstanding there.
+func (d *Dispatcher) pick(exclude map[string]bool) (Backend, bool) {
 	bs := d.backends()
+	if len(exclude) > 0 {
+		kept := bs[:0:0]
+		for _, b := range bs {
+			if !exclude[b.Name] {
+				kept = append(kept, b)
+			}
+		}
+		bs = kept
+	}
 	if len(bs) == 0 {
 		return Backend{}, false
 	}
