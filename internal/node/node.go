@@ -361,6 +361,7 @@ func (n *Node) Start() error {
 		grpc.MaxSendMsgSize(n.cfg.GRPCMaxMessageSize),
 		grpc.ChainUnaryInterceptor(control.UnaryAuth(n.cfg.Control.Token)),
 	}
+	opts = append(opts, transfer.ServerKeepalive()...)
 	if n.cfg.ServerCreds != nil {
 		opts = append(opts, grpc.Creds(n.cfg.ServerCreds))
 	} else if !IsLoopback(n.cfg.GRPC) {
@@ -420,9 +421,11 @@ func advertisable(bound, advertise string) string {
 	host, port, _ := net.SplitHostPort(bound)
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		if advertise != "" {
-			if ah, _, err := net.SplitHostPort(advertise); err == nil {
-				return net.JoinHostPort(ah, port)
+			ah, _, err := net.SplitHostPort(advertise)
+			if err != nil {
+				ah = strings.Trim(advertise, "[]") // a host without a port
 			}
+			return net.JoinHostPort(ah, port)
 		}
 		return net.JoinHostPort("127.0.0.1", port)
 	}

@@ -160,7 +160,12 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferOK).Inc()
 			d.m.ObserveRequest(metrics.OutcomeRemote, time.Since(start))
 		case res.HeadWritten && r.Context().Err() != nil:
-			d.m.ObserveRequest(metrics.OutcomeClientGone, time.Since(start))
+			if res.Complete() {
+				d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferOK).Inc()
+				d.m.ObserveRequest(metrics.OutcomeRemote, time.Since(start))
+			} else {
+				d.m.ObserveRequest(metrics.OutcomeClientGone, time.Since(start))
+			}
 		case res.HeadWritten:
 			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferFailed).Inc()
 			panic(http.ErrAbortHandler)

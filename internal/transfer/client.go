@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/swd-project/swd/internal/swderr"
@@ -66,6 +67,9 @@ func (c *Client) Conn(addr string) (*grpc.ClientConn, error) {
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Notice a peer that vanished (cut off, frozen) during a long
+		// transfer instead of waiting for the transfer timeout.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(c.cfg.MaxMessageSize),
 			grpc.MaxCallSendMsgSize(c.cfg.MaxMessageSize),
@@ -193,6 +197,22 @@ func (c *Client) Forward(ctx context.Context, addr string, msg *swdv1.ForwardReq
 	}
 }
 
+// Keepalive settings of peer connections; servers must permit pings this
+// often (see ServerKeepalive).
+const (
+	KeepaliveTime    = 10 * time.Second
+	KeepaliveTimeout = 5 * time.Second
+)
+
+// ServerKeepalive returns the server options that accept the client's
+// keepalive pings and ping idle-looking clients themselves.
+func ServerKeepalive() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * KeepaliveTime, Timeout: KeepaliveTimeout}),
+	}
+}
+
 // readyTimeout bounds the wait for a connection to a peer to come up.
 const readyTimeout = time.Second
 
@@ -208,6 +228,10 @@ func ready(ctx context.Context, cc *grpc.ClientConn) error {
 			return nil
 		case connectivity.Idle:
 			cc.Connect()
+		case connectivity.TransientFailure:
+			// A peer that was down may be back (a restart): retry now
+			// instead of waiting out the exponential reconnect backoff.
+			cc.ResetConnectBackoff()
 		case connectivity.Shutdown:
 			return errors.New("connection closed")
 		}
