@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,7 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A node that refuses (queue full, draining, unreachable) certainly did
 	// not take the request: try the next pick, each node at most once.
 	tried := map[string]bool{}
+	retried := false
 	var lastErr error = swderr.ErrNoBackend
 	for {
 		b, ok := d.pick(tried)
@@ -176,6 +178,15 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			continue
 		case r.Context().Err() != nil:
 			fail(fmt.Errorf("%w: %w", swderr.ErrClientGone, err), metrics.OutcomeClientGone)
+		case !retried && slices.Contains(d.cfg.IdempotentMethods, r.Method):
+			// The node may have run it; an idempotent request may run
+			// once more, on another node.
+			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferRetried).Inc()
+			d.log.Info("dispatch failed; retrying an idempotent request on another node", "node", b.Name, "err", err)
+			retried = true
+			tried[b.Name] = true
+			lastErr = fmt.Errorf("node %s: %w", b.Name, err)
+			continue
 		default:
 			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferFailed).Inc()
 			d.log.Warn("dispatch failed", "node", b.Name, "err", err)
