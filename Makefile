@@ -12,7 +12,7 @@ PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 TEST_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 
-.PHONY: help build test test-short lint bench bench-conns bench-transfers bench-gossip demo paper proto fuzz clean tools chaos
+.PHONY: help build test test-short lint bench bench-conns bench-transfers bench-gossip bench-goodput demo paper proto fuzz clean tools chaos
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -48,6 +48,9 @@ bench-conns: build ## swd's memory with ~20,000 idle client connections (RSS bef
 
 bench-transfers: build ## transfers per request of ll, nu, nu-exact at 50 % and 90 % load, real cluster vs simulator
 	$(GO) run ./test/transferbench --bin-dir $(BIN)
+
+bench-goodput: build ## goodput at 1x, 2x and 5x capacity for every policy (no congestion collapse)
+	$(GO) run ./test/goodput --bin-dir $(BIN)
 
 bench-gossip: ## gossip entry age, bytes/s and CPU per node at 16, 32 and 64 nodes
 	$(GO) run ./test/gossipbench -nodes 16,32,64
