@@ -413,6 +413,13 @@ type load struct {
 
 func startLoad(entries []string, addrs map[string]string, rate float64, limit int) *load {
 	l := &load{stop: make(chan struct{}), done: make(chan struct{})}
+	// The load only uses the entry points' addresses as they are now (the
+	// test re-discovers other members' ports while the load runs).
+	fixed := make(map[string]string, len(entries))
+	for _, e := range entries {
+		fixed[e] = addrs[e]
+	}
+	addrs = fixed
 	client := &http.Client{
 		Timeout:   clientTimeout,
 		Transport: &http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: clientTimeout},
