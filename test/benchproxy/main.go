@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -25,8 +26,17 @@ func main() {
 	rate := flag.Int("rate", 1000, "open-loop rate for the latency run (req/s)")
 	dur := flag.Duration("duration", 10*time.Second, "length of each run")
 	workers := flag.Int("workers", 64, "concurrent clients for the throughput run (and swd's m)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (load generator included) here")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
 	if err := run(*rate, *dur, *workers); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchproxy:", err)
 		os.Exit(1)
 	}
