@@ -178,6 +178,9 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			continue
 		case r.Context().Err() != nil:
 			fail(fmt.Errorf("%w: %w", swderr.ErrClientGone, err), metrics.OutcomeClientGone)
+		case errors.Is(err, swderr.ErrQueueTimeout):
+			// Timed out in the node's queue: it never ran; 503.
+			fail(fmt.Errorf("node %s: %w", b.Name, err), metrics.OutcomeTimedOut)
 		case !retried && slices.Contains(d.cfg.IdempotentMethods, r.Method):
 			// The node may have run it; an idempotent request may run
 			// once more, on another node.

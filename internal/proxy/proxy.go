@@ -494,6 +494,10 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
 		h.log.Warn("transfer answer cut off", "id", p.id, "peer", peer, "err", ferr)
 		panic(http.ErrAbortHandler)
+	case errors.Is(ferr, swderr.ErrQueueTimeout):
+		// The peer never ran it, and the request's wait is over: 503.
+		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
+		return "", true, ferr
 	case errors.Is(ferr, swderr.ErrRefused):
 		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferRefused).Inc()
 		h.m.TransferDuration.WithLabelValues(metrics.TransferRefused).Observe(time.Since(start).Seconds())

@@ -247,6 +247,9 @@ func classify(ctx context.Context, trailer metadata.MD, err error) error {
 	if len(trailer.Get(RefusedKey)) > 0 && swderr.IsRefusal(err) {
 		return errors.Join(swderr.ErrRefused, err)
 	}
+	if len(trailer.Get(NotRunKey)) > 0 {
+		return errors.Join(swderr.ErrQueueTimeout, err)
+	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return errors.Join(swderr.ErrMaybeStarted, ctxErr, err)
 	}

@@ -122,6 +122,10 @@ func (s *Server) Forward(m *swdv1.ForwardRequest, stream swdv1.Transfer_ForwardS
 		if swderr.GRPCCode(err) == codes.ResourceExhausted || swderr.GRPCCode(err) == codes.FailedPrecondition {
 			return refuse(stream, err)
 		}
+		if errors.Is(err, swderr.ErrQueueTimeout) {
+			// Admitted but timed out waiting: it never reached the app.
+			stream.SetTrailer(metadata.Pairs(NotRunKey, "1"))
+		}
 		return swderr.ToGRPC(err)
 	case err != nil:
 		// The answer broke after its head: abort the stream so the sender
@@ -135,6 +139,10 @@ func (s *Server) Forward(m *swdv1.ForwardRequest, stream swdv1.Transfer_ForwardS
 // refusal: only such an answer proves the request was not taken (a
 // RESOURCE_EXHAUSTED raised by the client's own gRPC library does not).
 const RefusedKey = "swd-refused"
+
+// NotRunKey marks a Forward that the peer admitted but that timed out in
+// its queue: the request never ran, and its deadline has passed.
+const NotRunKey = "swd-not-run"
 
 // refuse ends a Forward with err, marked as a refusal.
 func refuse(stream grpc.ServerStream, err error) error {

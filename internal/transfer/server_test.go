@@ -284,6 +284,24 @@ func TestForwardRefused(t *testing.T) {
 	}
 }
 
+// TestForwardNotRun: the peer admitted the request but it timed out in the
+// peer's queue: it never ran (not maybe-started, not a refusal to put back:
+// its wait is over), and the sender answers 503 for a queue timeout.
+func TestForwardNotRun(t *testing.T) {
+	addr, _ := startServer(t, backendFunc(func(http.ResponseWriter, *http.Request, transfer.Inbound) error {
+		return swderr.ErrQueueTimeout
+	}), members{"node-a": true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := newClient(t).Forward(ctx, addr, outbound(http.MethodPost, "/x", nil), newRecorder())
+	require.Error(t, err)
+	assert.ErrorIs(t, err, swderr.ErrQueueTimeout)
+	assert.NotErrorIs(t, err, swderr.ErrMaybeStarted)
+	assert.NotErrorIs(t, err, swderr.ErrRefused)
+	assert.False(t, res.HeadWritten)
+	assert.Equal(t, http.StatusServiceUnavailable, swderr.HTTPStatus(err))
+}
+
 // TestForwardFailsBeforeHead: failures before the head that are not
 // refusals are maybe-started (the sender must not retry non-idempotent
 // requests), and keep the peer's reason for errors.Is.
@@ -294,8 +312,6 @@ func TestForwardFailsBeforeHead(t *testing.T) {
 		mutate     func(m *swdv1.ForwardRequest)
 		want       error
 	}{
-		// The peer's queue timed out the request: DeadlineExceeded.
-		{"peer queue timeout", swderr.ErrQueueTimeout, nil, context.DeadlineExceeded},
 		// Some unknown backend failure: Internal.
 		{"backend failure", errors.New("boom"), nil, nil},
 		// A message the peer cannot convert: InvalidArgument.

@@ -118,6 +118,9 @@ func offer(hc *http.Client, targets []string, rate float64, dur, deadline time.D
 			switch {
 			case err != nil:
 				r.other++
+				if os.Getenv("GOODPUT_DEBUG") != "" {
+					fmt.Fprintln(os.Stderr, "error:", err)
+				}
 				return
 			case resp.StatusCode == http.StatusOK:
 				r.ok++
@@ -128,6 +131,10 @@ func offer(hc *http.Client, targets []string, rate float64, dur, deadline time.D
 				r.unavailable++
 			default:
 				r.other++
+				if os.Getenv("GOODPUT_DEBUG") != "" {
+					b, _ := io.ReadAll(resp.Body)
+					fmt.Fprintln(os.Stderr, "status:", resp.Status, strings.TrimSpace(string(b)))
+				}
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			_ = resp.Body.Close()
