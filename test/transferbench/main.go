@@ -27,17 +27,20 @@ func main() {
 	dur := flag.Duration("duration", 20*time.Second, "measured time per run")
 	binDir := flag.String("bin-dir", "bin", "directory holding swd, dummyapp")
 	scale := flag.Float64("scale", 0.5, "request size scale (standard workload, mean 40 ms x scale)")
+	placement := flag.String("placement", "arrival", "swd --placement: where a transferred request lands (arrival or tail)")
+	policies := flag.String("policies", "ll,nu,nu-exact", "transfer policies to measure")
 	flag.Parse()
-	if err := run(*nodes, *dur, *binDir, *scale); err != nil {
+	if err := run(*nodes, *dur, *binDir, *scale, *placement, strings.Split(*policies, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "transferbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, dur time.Duration, binDir string, scale float64) error {
+func run(n int, dur time.Duration, binDir string, scale float64, placement string, policies []string) error {
 	ctx := context.Background()
 	cfg := localcluster.DefaultConfig()
 	cfg.Nodes, cfg.BinDir, cfg.Policy = n, binDir, "nu"
+	cfg.SwdArgs = []string{"--placement=" + placement}
 	c, err := localcluster.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -57,10 +60,10 @@ func run(n int, dur time.Duration, binDir string, scale float64) error {
 	spec, _ := workload.Lookup("standard")
 	spec.Scale = scale
 	capacity := float64(n) * 1000 / spec.MeanServiceMs()
-	fmt.Printf("transfers per request: %d nodes (m=1), standard workload x%.2g (mean %.0f ms), capacity %.0f req/s, %s per run\n\n",
-		n, scale, spec.MeanServiceMs(), capacity, dur)
-	fmt.Printf("%-9s %5s %9s %9s %10s %10s %9s\n", "policy", "load", "requests", "transfers", "per req", "sim", "mean ms")
-	for _, pol := range []string{"ll", "nu", "nu-exact"} {
+	fmt.Printf("transfers per request: %d nodes (m=1), standard workload x%.2g (mean %.0f ms), capacity %.0f req/s, %s per run, --placement %s\n\n",
+		n, scale, spec.MeanServiceMs(), capacity, dur, placement)
+	fmt.Printf("%-9s %5s %9s %9s %10s %10s %9s %9s\n", "policy", "load", "requests", "transfers", "per req", "sim", "mean ms", "p99 ms")
+	for _, pol := range policies {
 		ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := clients[0].SetPolicy(ctx2, &swdv1.SetPolicyRequest{Name: pol, Cluster: true})
 		cancel()
@@ -92,8 +95,8 @@ func run(n int, dur time.Duration, binDir string, scale float64) error {
 			if err != nil {
 				return err
 			}
-			fmt.Printf("%-9s %4.0f%% %9d %9d %10.3f %10.3f %9.1f\n", pol, load*100, res.Sent, after-before,
-				float64(after-before)/float64(res.Sent), sr.TransfersPerRequest, res.Row.MeanMs)
+			fmt.Printf("%-9s %4.0f%% %9d %9d %10.3f %10.3f %9.1f %9.1f\n", pol, load*100, res.Sent, after-before,
+				float64(after-before)/float64(res.Sent), sr.TransfersPerRequest, res.Row.MeanMs, res.Row.P99Ms)
 		}
 	}
 	return nil
