@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/swd-project/swd/internal/dummyapp"
+	"github.com/swd-project/swd/test/testutil"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {
@@ -29,24 +28,6 @@ func envMap(m map[string]string) func(string) (string, bool) {
 		v, ok := m[k]
 		return v, ok
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's and the test's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // In-process runs with an already-cancelled context: the command parses and
@@ -89,7 +70,7 @@ func TestRun(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			var stdout, stderr syncBuffer
+			var stdout, stderr testutil.SyncBuffer
 			code := run(ctx, c.args, &stdout, &stderr, envMap(c.env))
 			assert.Equal(t, c.wantCode, code, stderr.String())
 			for _, s := range c.wantErr {
@@ -157,7 +138,7 @@ func TestEndToEnd(t *testing.T) {
 
 			// read the log: the calibration line (busy), then "listening" with the address
 			addrc := make(chan string, 1)
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			calibrated := false
 			go func() {
 				sc := bufio.NewScanner(stderr)

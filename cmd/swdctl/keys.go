@@ -1,9 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -27,53 +25,22 @@ update their --gossip-key setting too, so a restart keeps the new key.`,
 	var clusterWide bool
 	run := func(op swdv1.GossipKeyRequest_Op, nargs int) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
-			cl, closeFn, err := g.client()
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			ctx, cancel := g.ctx(cmd)
-			defer cancel()
 			req := &swdv1.GossipKeyRequest{Op: op, Cluster: clusterWide}
 			if nargs == 1 {
 				req.Key = args[0]
 			}
-			r, err := cl.GossipKeys(ctx, req)
+			r, err := call(g, cmd, swdv1.ControlClient.GossipKeys, req)
 			if err != nil {
-				return g.explain(err)
+				return err
 			}
-			failed := 0
-			for _, res := range r.GetResults() {
-				if !res.GetOk() {
-					failed++
-				}
-			}
-			if g.output == "json" {
-				out := []map[string]any{}
-				for _, res := range r.GetResults() {
-					out = append(out, map[string]any{"node": res.GetNode(), "ok": res.GetOk(), "error": res.GetError(), "fingerprints": res.GetFingerprints()})
-				}
-				if err := printJSON(cmd.OutOrStdout(), out); err != nil {
-					return err
-				}
-			} else {
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NODE\tRESULT\tKEYS (primary first)")
-				for _, res := range r.GetResults() {
-					result := "ok"
-					if !res.GetOk() {
-						result = "FAILED: " + res.GetError()
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", res.GetNode(), result, strings.Join(res.GetFingerprints(), " "))
-				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-			}
-			if failed > 0 {
-				return fmt.Errorf("%d of %d nodes failed: fix them before the next rotation step", failed, len(r.GetResults()))
-			}
-			return nil
+			return printResults(g, cmd, r.GetResults(), resultColumns[*swdv1.NodeKeys]{
+				header: "KEYS (primary first)",
+				cells:  func(res *swdv1.NodeKeys) string { return strings.Join(res.GetFingerprints(), " ") },
+				json: func(res *swdv1.NodeKeys) map[string]any {
+					return map[string]any{"node": res.GetNode(), "ok": res.GetOk(), "error": res.GetError(), "fingerprints": res.GetFingerprints()}
+				},
+				failure: "failed: fix them before the next rotation step",
+			})
 		}
 	}
 	list := &cobra.Command{Use: "list", Short: "List installed key fingerprints", Args: cobra.NoArgs, RunE: run(swdv1.GossipKeyRequest_OP_LIST, 0)}

@@ -134,6 +134,78 @@ func (g *globals) explain(err error) error {
 	return fmt.Errorf("%s: %s", strings.ToLower(st.Code().String()), st.Message())
 }
 
+// call dials the control API, makes one call (a method expression such as
+// swdv1.ControlClient.Status) within the --timeout deadline, and closes the
+// connection. A gRPC error comes back explained.
+func call[Req, Resp any](g *globals, cmd *cobra.Command,
+	rpc func(swdv1.ControlClient, context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	var zero Resp
+	cl, closeFn, err := g.client()
+	if err != nil {
+		return zero, err
+	}
+	defer closeFn()
+	ctx, cancel := g.ctx(cmd)
+	defer cancel()
+	resp, err := rpc(cl, ctx, req)
+	if err != nil {
+		return zero, g.explain(err)
+	}
+	return resp, nil
+}
+
+// nodeResult is one member's answer to a change made node by node.
+type nodeResult interface {
+	GetNode() string
+	GetOk() bool
+	GetError() string
+}
+
+// resultColumns says how printResults shows one kind of nodeResult.
+type resultColumns[R nodeResult] struct {
+	header  string                 // table columns after NODE and RESULT
+	cells   func(R) string         // a row's cells after NODE and RESULT
+	json    func(R) map[string]any // a node's JSON object
+	failure string                 // ends "N of M nodes ...", the error when some failed
+}
+
+// printResults prints the per-node results as a JSON array or a table and
+// returns an error naming how many nodes failed, nil if none did.
+func printResults[R nodeResult](g *globals, cmd *cobra.Command, results []R, cols resultColumns[R]) error {
+	failed := 0
+	for _, res := range results {
+		if !res.GetOk() {
+			failed++
+		}
+	}
+	if g.output == "json" {
+		out := []map[string]any{}
+		for _, res := range results {
+			out = append(out, cols.json(res))
+		}
+		if err := printJSON(cmd.OutOrStdout(), out); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tRESULT\t"+cols.header)
+		for _, res := range results {
+			result := "ok"
+			if !res.GetOk() {
+				result = "FAILED: " + res.GetError()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", res.GetNode(), result, cols.cells(res))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d nodes %s", failed, len(results), cols.failure)
+	}
+	return nil
+}
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -146,16 +218,9 @@ func statusCmd(g *globals) *cobra.Command {
 		Short: "Show one node's status and its view of the cluster's load",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, closeFn, err := g.client()
+			s, err := call(g, cmd, swdv1.ControlClient.Status, &swdv1.StatusRequest{})
 			if err != nil {
 				return err
-			}
-			defer closeFn()
-			ctx, cancel := g.ctx(cmd)
-			defer cancel()
-			s, err := cl.Status(ctx, &swdv1.StatusRequest{})
-			if err != nil {
-				return g.explain(err)
 			}
 			out := cmd.OutOrStdout()
 			if g.output == "json" {
@@ -229,16 +294,9 @@ func nodesCmd(g *globals) *cobra.Command {
 		Short: "List the cluster's members as one node sees them",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, closeFn, err := g.client()
+			r, err := call(g, cmd, swdv1.ControlClient.Nodes, &swdv1.NodesRequest{})
 			if err != nil {
 				return err
-			}
-			defer closeFn()
-			ctx, cancel := g.ctx(cmd)
-			defer cancel()
-			r, err := cl.Nodes(ctx, &swdv1.NodesRequest{})
-			if err != nil {
-				return g.explain(err)
 			}
 			ms := r.GetMembers()
 			sort.Slice(ms, func(i, j int) bool { return ms[i].GetName() < ms[j].GetName() })
@@ -271,16 +329,9 @@ func policyCmd(g *globals) *cobra.Command {
 		Short: "Show the policy a node runs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, closeFn, err := g.client()
+			p, err := call(g, cmd, swdv1.ControlClient.GetPolicy, &swdv1.GetPolicyRequest{})
 			if err != nil {
 				return err
-			}
-			defer closeFn()
-			ctx, cancel := g.ctx(cmd)
-			defer cancel()
-			p, err := cl.GetPolicy(ctx, &swdv1.GetPolicyRequest{})
-			if err != nil {
-				return g.explain(err)
 			}
 			if g.output == "json" {
 				return printJSON(cmd.OutOrStdout(), policyJSON(p))
@@ -300,50 +351,22 @@ func policyCmd(g *globals) *cobra.Command {
 			if _, err := policy.Lookup(args[0]); err != nil {
 				return err
 			}
-			cl, closeFn, err := g.client()
+			r, err := call(g, cmd, swdv1.ControlClient.SetPolicy,
+				&swdv1.SetPolicyRequest{Name: args[0], Cluster: clusterWide, ActivationIntervalNanos: int64(activation)})
 			if err != nil {
 				return err
 			}
-			defer closeFn()
-			ctx, cancel := g.ctx(cmd)
-			defer cancel()
-			r, err := cl.SetPolicy(ctx, &swdv1.SetPolicyRequest{Name: args[0], Cluster: clusterWide, ActivationIntervalNanos: int64(activation)})
-			if err != nil {
-				return g.explain(err)
-			}
-			failed := 0
-			for _, res := range r.GetResults() {
-				if !res.GetOk() {
-					failed++
-				}
-			}
-			if g.output == "json" {
-				out := []map[string]any{}
-				for _, res := range r.GetResults() {
-					out = append(out, map[string]any{"node": res.GetNode(), "addr": res.GetAddr(), "ok": res.GetOk(),
-						"error": res.GetError(), "policy": policyJSON(res.GetState())})
-				}
-				if err := printJSON(cmd.OutOrStdout(), out); err != nil {
-					return err
-				}
-			} else {
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NODE\tRESULT\tPOLICY\tEPOCH")
-				for _, res := range r.GetResults() {
-					result := "ok"
-					if !res.GetOk() {
-						result = "FAILED: " + res.GetError()
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", res.GetNode(), result, res.GetState().GetName(), res.GetState().GetEpoch())
-				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-			}
-			if failed > 0 {
-				return fmt.Errorf("%d of %d nodes did not switch; they adopt the new epoch from gossip once reachable", failed, len(r.GetResults()))
-			}
-			return nil
+			return printResults(g, cmd, r.GetResults(), resultColumns[*swdv1.NodeResult]{
+				header: "POLICY\tEPOCH",
+				cells: func(res *swdv1.NodeResult) string {
+					return fmt.Sprintf("%s\t%d", res.GetState().GetName(), res.GetState().GetEpoch())
+				},
+				json: func(res *swdv1.NodeResult) map[string]any {
+					return map[string]any{"node": res.GetNode(), "addr": res.GetAddr(), "ok": res.GetOk(),
+						"error": res.GetError(), "policy": policyJSON(res.GetState())}
+				},
+				failure: "did not switch; they adopt the new epoch from gossip once reachable",
+			})
 		},
 	}
 	set.Flags().BoolVar(&clusterWide, "cluster", false, "switch every member of the cluster")
@@ -358,16 +381,9 @@ func drainCmd(g *globals) *cobra.Command {
 		Short: "Drain a node gracefully (as SIGTERM does): it leaves the cluster and exits",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, closeFn, err := g.client()
+			r, err := call(g, cmd, swdv1.ControlClient.Drain, &swdv1.DrainRequest{})
 			if err != nil {
 				return err
-			}
-			defer closeFn()
-			ctx, cancel := g.ctx(cmd)
-			defer cancel()
-			r, err := cl.Drain(ctx, &swdv1.DrainRequest{})
-			if err != nil {
-				return g.explain(err)
 			}
 			if g.output == "json" {
 				return printJSON(cmd.OutOrStdout(), map[string]any{"waiting": r.GetWaiting(), "in_flight": r.GetInFlight()})

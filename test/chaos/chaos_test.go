@@ -4,12 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/swd-project/swd/test/testutil"
 )
 
 // A short chaos run: 4 nodes at 60 % load for 12 s, a node SIGKILLed every
@@ -18,8 +19,7 @@ func TestShortChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping chaos run in -short mode")
 	}
-	_, file, _, _ := runtime.Caller(0)
-	bin := filepath.Join(filepath.Dir(file), "..", "..", "bin")
+	bin := filepath.Join(testutil.RepoRoot(), "bin")
 	if _, err := os.Stat(filepath.Join(bin, "swd")); err != nil {
 		t.Skipf("skipping: bin/swd not built (run `make build`): %v", err)
 	}

@@ -20,12 +20,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/swd-project/swd/internal/control"
 	"github.com/swd-project/swd/internal/localcluster"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+	"github.com/swd-project/swd/test/testutil"
 )
 
 // Under nu, with every request sent to node 0, every request is answered
@@ -36,23 +36,14 @@ func TestNearestUnderloadedSpreadsLoad(t *testing.T) {
 	hc := client()
 	// Open loop at about 2.5x one node's capacity: 20 ms requests every 20 ms / 2.5.
 	answers := make([]answer, n)
-	var wg sync.WaitGroup
-	tick := time.NewTicker(8 * time.Millisecond)
-	defer tick.Stop()
-	for i := 0; i < n; i++ {
-		<-tick.C
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i] = get(hc, "http://"+c.Info.Nodes[0].HTTP+"/work?ms=20")
-		}()
-	}
-	wg.Wait()
+	testutil.OpenLoop(n, 8*time.Millisecond, func(i int) {
+		answers[i] = get(hc, "http://"+c.Info.Nodes[0].HTTP+"/work?ms=20")
+	})
 	require.Equal(t, map[string]int{"200": n}, countStatus(answers))
 	var total uint64
 	served := map[string]uint64{}
 	for _, nd := range c.Info.Nodes {
-		s := stats(t, nd.App)
+		s := testutil.AppStats(t, nd.App)
 		served[nd.Name] = s.Served
 		total += s.Served
 	}
@@ -96,7 +87,7 @@ func TestDispatcherRoundRobinStrictTurn(t *testing.T) {
 // request and answers none twice.
 func TestLivePolicySwitchUnderLoad(t *testing.T) {
 	c := startCluster(t, func(cfg *localcluster.Config) { cfg.Nodes = 4; cfg.Policy = "nu" })
-	cl := ctl(t, c.Info.Nodes[1].GRPC)
+	cl := testutil.Control(t, c.Info.Nodes[1].GRPC)
 	hc := client()
 	stop := make(chan struct{})
 	var sent atomic.Int64
@@ -146,11 +137,11 @@ func TestLivePolicySwitchUnderLoad(t *testing.T) {
 	assert.Equal(t, map[string]int{"200": len(answers)}, countStatus(answers))
 	var total uint64
 	for _, nd := range c.Info.Nodes {
-		total += stats(t, nd.App).Served
+		total += testutil.AppStats(t, nd.App).Served
 	}
 	assert.EqualValues(t, len(answers), total, "apps served a different number of requests than were answered")
 	for _, nd := range c.Info.Nodes {
-		got := status(t, ctl(t, nd.GRPC)).GetPolicy()
+		got := testutil.Status(t, testutil.Control(t, nd.GRPC)).GetPolicy()
 		assert.Equal(t, "nu", got.GetName(), nd.Name)
 	}
 }
@@ -160,7 +151,7 @@ func TestLivePolicySwitchUnderLoad(t *testing.T) {
 func TestPolicySwitchWithNodeDown(t *testing.T) {
 	c := startCluster(t, func(cfg *localcluster.Config) { cfg.Nodes = 4; cfg.Policy = "nu" })
 	require.NoError(t, c.Kill("node-3"))
-	cl := ctl(t, c.Info.Nodes[0].GRPC)
+	cl := testutil.Control(t, c.Info.Nodes[0].GRPC)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -191,14 +182,11 @@ func TestControlToken(t *testing.T) {
 	})
 	addr := c.Info.Nodes[0].GRPC
 	dial := func(token string) swdv1.ControlClient {
-		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		var opts []grpc.DialOption
 		if token != "" {
 			opts = append(opts, grpc.WithPerRPCCredentials(control.TokenCredentials{Token: token}))
 		}
-		cc, err := grpc.NewClient(addr, opts...)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = cc.Close() })
-		return swdv1.NewControlClient(cc)
+		return testutil.Control(t, addr, opts...)
 	}
 	cases := []struct {
 		name  string // what the client presents
@@ -298,7 +286,7 @@ func alive(pid int) bool {
 // old --policy) adopts the cluster's current policy from gossip.
 func TestLateJoinerAdoptsPolicy(t *testing.T) {
 	c := startCluster(t, func(cfg *localcluster.Config) { cfg.Nodes = 3; cfg.Policy = "nu" })
-	cl := ctl(t, c.Info.Nodes[0].GRPC)
+	cl := testutil.Control(t, c.Info.Nodes[0].GRPC)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r, err := cl.SetPolicy(ctx, &swdv1.SetPolicyRequest{Name: "ll", Cluster: true})
@@ -306,7 +294,7 @@ func TestLateJoinerAdoptsPolicy(t *testing.T) {
 	epoch := r.GetResults()[0].GetState().GetEpoch()
 	require.NoError(t, c.Kill("node-2"))
 	require.NoError(t, c.Restart("node-2"))
-	late := ctl(t, c.Info.Nodes[2].GRPC)
+	late := testutil.Control(t, c.Info.Nodes[2].GRPC)
 	require.Eventually(t, func() bool {
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
 		defer ccancel()
@@ -333,7 +321,7 @@ func TestGossipKeyRotationWithSwdctl(t *testing.T) {
 	}
 	allSeeAll := func(step string) {
 		for _, nd := range c.Info.Nodes {
-			s := status(t, ctl(t, nd.GRPC))
+			s := testutil.Status(t, testutil.Control(t, nd.GRPC))
 			require.EqualValues(t, 3, s.GetMembers(), "%s: %s lost a member", step, nd.Name)
 		}
 	}
@@ -358,7 +346,7 @@ func TestGossipKeyRotationWithSwdctl(t *testing.T) {
 	}
 	// Every entry is still fresh: gossip flows with the new key.
 	require.Eventually(t, func() bool {
-		for _, v := range status(t, ctl(t, c.Info.Nodes[2].GRPC)).GetView() {
+		for _, v := range testutil.Status(t, testutil.Control(t, c.Info.Nodes[2].GRPC)).GetView() {
 			if !v.GetKnown() {
 				return false
 			}

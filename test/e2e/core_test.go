@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/swd-project/swd/internal/localcluster"
+	"github.com/swd-project/swd/test/testutil"
 )
 
 func oneNode(t *testing.T, m int, args ...string) (*localcluster.Cluster, localcluster.NodeInfo) {
@@ -33,7 +34,7 @@ func TestThousandConcurrentClients(t *testing.T) {
 	_, nd := oneNode(t, m)
 	answers := fire(client(), n, func(i int) string { return fmt.Sprintf("http://%s/work?ms=1", nd.HTTP) })
 	assert.Equal(t, map[string]int{"200": n}, countStatus(answers))
-	s := stats(t, nd.App)
+	s := testutil.AppStats(t, nd.App)
 	assert.EqualValues(t, n, s.Served, "the app served each request once")
 	assert.LessOrEqual(t, s.MaxInFlight, int64(m), "swd sent more than m requests at once")
 	assert.Positive(t, s.MaxInFlight)
@@ -42,7 +43,7 @@ func TestThousandConcurrentClients(t *testing.T) {
 // With m = 1 requests are served in arrival order.
 func TestArrivalOrderWithMEqualsOne(t *testing.T) {
 	_, nd := oneNode(t, 1)
-	cl := ctl(t, nd.GRPC)
+	cl := testutil.Control(t, nd.GRPC)
 	hc := client()
 	// The first request holds the slot; the rest queue one by one, each
 	// sent only after the previous one is in the queue.
@@ -51,7 +52,7 @@ func TestArrivalOrderWithMEqualsOne(t *testing.T) {
 	answers := make([]answer, n)
 	wg.Add(1)
 	go func() { defer wg.Done(); answers[0] = get(hc, "http://"+nd.HTTP+"/work?ms=2500") }()
-	require.Eventually(t, func() bool { return status(t, cl).GetInFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return testutil.Status(t, cl).GetInFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
 	for i := 1; i < n; i++ {
 		wg.Add(1)
 		go func() { defer wg.Done(); answers[i] = get(hc, fmt.Sprintf("http://%s/work?ms=20&seq=%d", nd.HTTP, i)) }()
@@ -71,7 +72,7 @@ func TestArrivalOrderWithMEqualsOne(t *testing.T) {
 // A full queue answers 503 with Retry-After; queued requests still succeed.
 func TestQueueFullGives503WithRetryAfter(t *testing.T) {
 	_, nd := oneNode(t, 1, "--queue-limit=2", "--retry-after=3s")
-	cl := ctl(t, nd.GRPC)
+	cl := testutil.Control(t, nd.GRPC)
 	hc := client()
 	var wg sync.WaitGroup
 	held := make([]answer, 3)
@@ -79,7 +80,7 @@ func TestQueueFullGives503WithRetryAfter(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); held[i] = get(hc, "http://"+nd.HTTP+"/work?ms=400") }()
 		if i == 0 {
-			require.Eventually(t, func() bool { return status(t, cl).GetInFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return testutil.Status(t, cl).GetInFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
 		} else {
 			waitQueue(t, cl, int64(i))
 		}
@@ -95,29 +96,29 @@ func TestQueueFullGives503WithRetryAfter(t *testing.T) {
 // A request waiting too long in the queue gets 503.
 func TestQueueTimeoutGives503(t *testing.T) {
 	_, nd := oneNode(t, 1, "--queue-timeout=200ms")
-	cl := ctl(t, nd.GRPC)
+	cl := testutil.Control(t, nd.GRPC)
 	hc := client()
 	var wg sync.WaitGroup
 	var first answer
 	wg.Add(1)
 	go func() { defer wg.Done(); first = get(hc, "http://"+nd.HTTP+"/work?ms=1500") }()
-	require.Eventually(t, func() bool { return status(t, cl).GetInFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return testutil.Status(t, cl).GetInFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
 	late := get(hc, "http://"+nd.HTTP+"/work?ms=1")
 	assert.Equal(t, http.StatusServiceUnavailable, late.status)
 	wg.Wait()
 	assert.Equal(t, http.StatusOK, first.status)
-	assert.EqualValues(t, 1, stats(t, nd.App).Served, "the timed-out request reached the app")
+	assert.EqualValues(t, 1, testutil.AppStats(t, nd.App).Served, "the timed-out request reached the app")
 }
 
 // A client that goes away while queued never reaches the app.
 func TestClientGoneWhileQueuedNeverReachesApp(t *testing.T) {
 	_, nd := oneNode(t, 1)
-	cl := ctl(t, nd.GRPC)
+	cl := testutil.Control(t, nd.GRPC)
 	hc := client()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = get(hc, "http://"+nd.HTTP+"/work?ms=600") }()
-	require.Eventually(t, func() bool { return status(t, cl).GetInFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return testutil.Status(t, cl).GetInFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+nd.HTTP+"/work?ms=1", nil)
 	errc := make(chan error, 1)
@@ -134,31 +135,23 @@ func TestClientGoneWhileQueuedNeverReachesApp(t *testing.T) {
 	waitQueue(t, cl, 0)
 	wg.Wait()
 	// Poll: the app must have seen only the first request.
-	require.Eventually(t, func() bool { return status(t, cl).GetInFlight() == 0 }, 10*time.Second, 5*time.Millisecond)
-	assert.EqualValues(t, 1, stats(t, nd.App).Served)
+	require.Eventually(t, func() bool { return testutil.Status(t, cl).GetInFlight() == 0 }, 10*time.Second, 5*time.Millisecond)
+	assert.EqualValues(t, 1, testutil.AppStats(t, nd.App).Served)
 }
 
 // SIGTERM under load: every queued and in-flight request is answered 200,
 // then swd exits 0.
 func TestSigtermUnderLoadLosesNothing(t *testing.T) {
 	c, nd := oneNode(t, 2)
-	cl := ctl(t, nd.GRPC)
+	cl := testutil.Control(t, nd.GRPC)
 	hc := client()
 	const n = 40
-	var wg sync.WaitGroup
-	answers := make([]answer, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() { defer wg.Done(); answers[i] = get(hc, "http://"+nd.HTTP+"/work?ms=50") }()
-	}
+	wait := fireAsync(hc, n, func(int) string { return "http://" + nd.HTTP + "/work?ms=50" })
 	// Wait until every request has reached swd (served, waiting or in flight).
-	require.Eventually(t, func() bool {
-		s := status(t, cl)
-		return int64(stats(t, nd.App).Served)+s.GetQueueLength()+s.GetInFlight() == n
-	}, 10*time.Second, 2*time.Millisecond)
+	waitArrived(t, cl, nd.App, n)
 	require.NoError(t, c.Signal("node-0", syscall.SIGTERM, 30*time.Second))
-	wg.Wait()
+	answers := wait()
 	assert.Equal(t, map[string]int{"200": n}, countStatus(answers))
 	assert.Equal(t, 0, c.ExitCode("node-0"))
-	assert.EqualValues(t, n, stats(t, nd.App).Served)
+	assert.EqualValues(t, n, testutil.AppStats(t, nd.App).Served)
 }

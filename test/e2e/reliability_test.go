@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/swd-project/swd/internal/localcluster"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+	"github.com/swd-project/swd/test/testutil"
 )
 
 func do(c *http.Client, method, url string) answer {
@@ -24,12 +24,10 @@ func do(c *http.Client, method, url string) answer {
 	if err != nil {
 		return answer{err: err}
 	}
-	resp, err := c.Do(req)
+	resp, err := testutil.Do(c, req)
 	if err != nil {
 		return answer{err: err, at: time.Now()}
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
 	return answer{status: resp.StatusCode, servedBy: resp.Header.Get("X-Served-By"), at: time.Now()}
 }
 
@@ -60,7 +58,7 @@ func TestPeerDeathDuringTransfers(t *testing.T) {
 		}
 	}
 	// Wait until node-1 runs transferred requests, then kill its swd.
-	require.Eventually(t, func() bool { return stats(t, n1.App).InFlight > 0 }, 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return testutil.AppStats(t, n1.App).InFlight > 0 }, 20*time.Second, 5*time.Millisecond)
 	require.NoError(t, c.Kill("node-1"))
 	wg.Wait()
 	total := 0
@@ -88,7 +86,7 @@ func TestPeerDeathDuringTransfers(t *testing.T) {
 			}
 		}
 	}
-	assert.EqualValues(t, byNode["node-0"], stats(t, n0.App).Served, "node-0's app ran a request twice or not at all: %v", byNode)
+	assert.EqualValues(t, byNode["node-0"], testutil.AppStats(t, n0.App).Served, "node-0's app ran a request twice or not at all: %v", byNode)
 }
 
 // SIGTERM on a node under a transfer policy hands its waiting requests to
@@ -101,28 +99,20 @@ func TestDrainHandsWaitingRequestsToPeers(t *testing.T) {
 		cfg.SwdArgs = []string{"--activation-interval=10s"}
 	})
 	n0 := c.Info.Nodes[0]
-	cl := ctl(t, n0.GRPC)
+	cl := testutil.Control(t, n0.GRPC)
 	hc := client()
 	const n = 30
-	var wg sync.WaitGroup
-	second := make([]answer, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() { defer wg.Done(); second[i] = get(hc, "http://"+n0.HTTP+"/work?ms=100") }()
-	}
-	require.Eventually(t, func() bool {
-		s := status(t, cl)
-		return int64(stats(t, n0.App).Served)+s.GetQueueLength()+s.GetInFlight() == n
-	}, 10*time.Second, 2*time.Millisecond)
-	before := stats(t, n0.App).Served
+	wait := fireAsync(hc, n, func(int) string { return "http://" + n0.HTTP + "/work?ms=100" })
+	waitArrived(t, cl, n0.App, n)
+	before := testutil.AppStats(t, n0.App).Served
 	require.NoError(t, c.Signal("node-0", syscall.SIGTERM, 30*time.Second))
-	wg.Wait()
+	second := wait()
 	assert.Equal(t, map[string]int{"200": n}, countStatus(second))
-	servedHere := int(stats(t, n0.App).Served - before)
+	servedHere := int(testutil.AppStats(t, n0.App).Served - before)
 	assert.Less(t, servedHere, n-5, "the draining node served almost everything itself")
 	var elsewhere uint64
 	for _, nd := range c.Info.Nodes[1:] {
-		elsewhere += stats(t, nd.App).Served
+		elsewhere += testutil.AppStats(t, nd.App).Served
 	}
 	assert.EqualValues(t, n, servedHere+int(elsewhere), "every request of the burst was served exactly once")
 	assert.Equal(t, 0, c.ExitCode("node-0"))
@@ -178,7 +168,7 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 		require.NoError(t, c.Signal(nd.Name, syscall.SIGTERM, 30*time.Second))
 		require.Equal(t, 0, c.ExitCode(nd.Name))
 		require.NoError(t, c.Restart(nd.Name))
-		cl := ctl(t, nd.GRPC)
+		cl := testutil.Control(t, nd.GRPC)
 		require.Eventually(t, func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()

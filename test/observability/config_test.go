@@ -15,10 +15,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
+
+	"github.com/swd-project/swd/test/testutil"
 )
 
 func deployPath(parts ...string) string {
-	return filepath.Join(append([]string{repoRoot(), "deploy"}, parts...)...)
+	return filepath.Join(append([]string{testutil.RepoRoot(), "deploy"}, parts...)...)
 }
 
 // promConfig is the part of a Prometheus configuration these tests read.

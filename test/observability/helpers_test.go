@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,61 +25,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/swd-project/swd/internal/localcluster"
+	"github.com/swd-project/swd/test/testutil"
 )
-
-// repoRoot is the repository's top directory.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
 
 // binDir returns bin/, skipping the test if the binaries are not built.
 func binDir(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(repoRoot(), "bin")
-	for _, b := range []string{"swd", "dummyapp"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			t.Skipf("skipping: %s not built (run `make build` first): %v", b, err)
-		}
-	}
-	return dir
+	return testutil.BinDir(t, "swd", "dummyapp")
 }
 
 // startCluster starts a local cluster (4 nodes, nu, m=1, sleep-mode apps
 // unless mutate changes it) and stops it when the test ends.
 func startCluster(t *testing.T, mutate func(*localcluster.Config)) *localcluster.Cluster {
 	t.Helper()
-	cfg := localcluster.DefaultConfig()
-	cfg.BinDir = binDir(t)
-	cfg.LogDir = t.TempDir()
-	cfg.ReadyTimeout = 60 * time.Second
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	c, err := localcluster.Start(context.Background(), cfg)
-	if err != nil {
-		dumpLogs(t, cfg.LogDir)
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		c.Stop(20 * time.Second)
-		if t.Failed() {
-			dumpLogs(t, cfg.LogDir)
-		}
-	})
-	return c
-}
-
-func dumpLogs(t *testing.T, dir string) {
-	t.Helper()
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
-		if len(b) > 4000 {
-			b = b[len(b)-4000:]
-		}
-		t.Logf("== %s (tail)\n%s", e.Name(), b)
-	}
+	return testutil.StartCluster(t, binDir(t), mutate)
 }
 
 var (
@@ -98,7 +56,7 @@ func ensureTool(t *testing.T, script string, names ...string) string {
 	if p := lookAny(names); p != "" {
 		return p
 	}
-	scriptPath := filepath.Join(repoRoot(), "scripts", script)
+	scriptPath := filepath.Join(testutil.RepoRoot(), "scripts", script)
 	how := fmt.Sprintf("run `make test-deps` or `sudo %s`", scriptPath)
 	switch {
 	case os.Geteuid() != 0:
@@ -166,15 +124,6 @@ func startProcess(t *testing.T, logPath, bin string, args ...string) <-chan stru
 	return done
 }
 
-// tail returns the end of a log file, for failure messages.
-func tail(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
 // httpGetBody fetches a URL and returns its status, headers and body.
 func httpGetBody(t *testing.T, url string) (int, http.Header, string) {
 	t.Helper()
@@ -206,12 +155,10 @@ func get(ctx context.Context, c *http.Client, url string) answer {
 	if err != nil {
 		return answer{err: err}
 	}
-	resp, err := c.Do(req)
+	resp, err := testutil.Do(c, req)
 	if err != nil {
 		return answer{err: err}
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
 	return answer{status: resp.StatusCode, servedBy: resp.Header.Get("X-Served-By")}
 }
 
@@ -219,18 +166,7 @@ func get(ctx context.Context, c *http.Client, url string) answer {
 // and returns every answer once all are in.
 func openLoop(c *http.Client, n int, gap time.Duration, url string) []answer {
 	out := make([]answer, n)
-	var wg sync.WaitGroup
-	tick := time.NewTicker(gap)
-	defer tick.Stop()
-	for i := 0; i < n; i++ {
-		<-tick.C
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = get(context.Background(), c, url)
-		}()
-	}
-	wg.Wait()
+	testutil.OpenLoop(n, gap, func(i int) { out[i] = get(context.Background(), c, url) })
 	return out
 }
 

@@ -19,12 +19,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/swd-project/swd/internal/localcluster"
 	"github.com/swd-project/swd/internal/metrics"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+	"github.com/swd-project/swd/test/testutil"
 )
 
 // scrapeInterval is the test Prometheus' scrape interval. Prometheus takes
@@ -67,7 +66,7 @@ func startPrometheus(t *testing.T, bin string, nodes []localcluster.NodeInfo) *p
 	)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("== prometheus log (tail)\n%s", tail(p.log, 4000))
+			t.Logf("== prometheus log (tail)\n%s", testutil.TailFile(p.log, 4000))
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
@@ -81,11 +80,11 @@ func startPrometheus(t *testing.T, bin string, nodes []localcluster.NodeInfo) *p
 		}
 		select {
 		case <-exited:
-			t.Fatalf("prometheus exited at start-up\n%s", tail(p.log, 4000))
+			t.Fatalf("prometheus exited at start-up\n%s", testutil.TailFile(p.log, 4000))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready within 30s (last: %v)\n%s", err, tail(p.log, 4000))
+			t.Fatalf("prometheus not ready within 30s (last: %v)\n%s", err, testutil.TailFile(p.log, 4000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -324,12 +323,9 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 
 func setPolicy(t *testing.T, grpcAddr, name string) {
 	t.Helper()
-	cc, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := swdv1.NewControlClient(cc).SetPolicy(ctx, &swdv1.SetPolicyRequest{Name: name, Cluster: true})
+	r, err := testutil.Control(t, grpcAddr).SetPolicy(ctx, &swdv1.SetPolicyRequest{Name: name, Cluster: true})
 	require.NoError(t, err)
 	for _, res := range r.GetResults() {
 		require.True(t, res.GetOk(), "%s: %s", res.GetNode(), res.GetError())
@@ -373,7 +369,7 @@ func checkLabelValues(t *testing.T, p *prom, nodes []string) {
 // real Prometheus, with Grafana's variables filled in.
 func checkDashboardQueries(t *testing.T, p *prom) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(), "deploy", "grafana", "swd.json"))
+	b, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "deploy", "grafana", "swd.json"))
 	require.NoError(t, err)
 	var d struct {
 		Panels []struct {

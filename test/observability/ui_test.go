@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/swd-project/swd/internal/localcluster"
+	"github.com/swd-project/swd/test/testutil"
 )
 
 var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
@@ -238,7 +239,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	assert.Greater(t, self, 200, "no self node circle in the screenshot")
 	assert.Greater(t, peers, 3*200, "fewer than three peer circles in the screenshot")
 	if os.Getenv("UPDATE_SCREENSHOT") == "1" {
-		dst := filepath.Join(repoRoot(), "docs", "img", "ui.png")
+		dst := filepath.Join(testutil.RepoRoot(), "docs", "img", "ui.png")
 		require.NoError(t, os.MkdirAll(filepath.Dir(dst), 0o755))
 		require.NoError(t, os.WriteFile(dst, b, 0o644))
 		t.Logf("wrote %s", dst)

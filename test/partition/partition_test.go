@@ -6,7 +6,6 @@ package partition
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/dummyapp"
 	"github.com/swd-project/swd/internal/node"
+	"github.com/swd-project/swd/test/testutil"
 )
 
 type member struct {
@@ -30,20 +30,6 @@ type member struct {
 	http   string
 	gossip string
 	faults *cluster.Faults
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := l.Addr().String()
-		_ = l.Close()
-		if u, err := net.ListenPacket("udp", addr); err == nil {
-			_ = u.Close()
-			return addr
-		}
-	}
 }
 
 func startApp(t *testing.T, name string) string {
@@ -67,12 +53,12 @@ func startCluster(t *testing.T, n int) []*member {
 	t.Helper()
 	ms := make([]*member, n)
 	for i := range ms {
-		ms[i] = &member{name: fmt.Sprintf("node-%d", i), gossip: freeAddr(t), faults: cluster.NewFaults()}
+		ms[i] = &member{name: fmt.Sprintf("node-%d", i), gossip: testutil.FreeAddr(t), faults: cluster.NewFaults()}
 	}
 	for i, m := range ms {
 		cfg := node.DefaultConfig()
 		cfg.NodeName = m.name
-		cfg.Listen, cfg.GRPC, cfg.Admin = freeAddr(t), freeAddr(t), freeAddr(t)
+		cfg.Listen, cfg.GRPC, cfg.Admin = testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 		cfg.Cluster.GossipAddr = m.gossip
 		cfg.Cluster.Faults = m.faults
 		for j, o := range ms {
@@ -152,25 +138,17 @@ func burst(t *testing.T, hc *http.Client, to *member, n int) (map[int]int, map[s
 	t.Helper()
 	var mu sync.Mutex
 	codes, servedBy := map[int]int{}, map[string]int{}
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, err := hc.Get("http://" + to.http + "/work?ms=20")
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				codes[-1]++
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			codes[resp.StatusCode]++
-			servedBy[resp.Header.Get("X-Served-By")]++
-		}()
-	}
-	wg.Wait()
+	testutil.Concurrently(n, func(int) {
+		resp, err := testutil.Get(hc, "http://"+to.http+"/work?ms=20")
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			codes[-1]++
+			return
+		}
+		codes[resp.StatusCode]++
+		servedBy[resp.Header.Get("X-Served-By")]++
+	})()
 	return codes, servedBy
 }
 

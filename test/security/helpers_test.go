@@ -9,9 +9,7 @@ package security
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,11 +27,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/swd-project/swd/internal/localcluster"
 	"github.com/swd-project/swd/internal/tlsutil"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+	"github.com/swd-project/swd/test/testutil"
 )
 
 // binDir returns the repository's bin/ directory, skipping the test when a
@@ -44,32 +40,7 @@ func binDir(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("skipping end-to-end security test in -short mode")
 	}
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "bin")
-	for _, b := range []string{"swd", "dummyapp", "swdctl"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			t.Skipf("skipping: %s not built (run `make build` first): %v", b, err)
-		}
-	}
-	return dir
-}
-
-// syncBuffer collects a child's output; safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return testutil.BinDir(t, "swd", "dummyapp", "swdctl")
 }
 
 // Children are started from one goroutine locked to its OS thread for the
@@ -103,7 +74,7 @@ func spawn(cmd *exec.Cmd) error {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testutil.SyncBuffer
 	done chan struct{}
 }
 
@@ -114,7 +85,7 @@ func start(t *testing.T, bin, name string, args ...string) *proc {
 	cmd := exec.Command(filepath.Join(binDir(t), bin), args...)
 	cmd.Env = cleanEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p := &proc{name: name, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, out: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	require.NoError(t, spawn(cmd), "start %s", name)
 	go func() {
@@ -124,7 +95,7 @@ func start(t *testing.T, bin, name string, args ...string) *proc {
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {
-			t.Logf("== %s output (tail)\n%s", name, tail(p.out.String(), 4000))
+			t.Logf("== %s output (tail)\n%s", name, testutil.Tail(p.out.String(), 4000))
 		}
 	})
 	return p
@@ -166,13 +137,6 @@ func (p *proc) waitExit(timeout time.Duration) (code int, ok bool) {
 	}
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
 // cleanEnv drops SWD_*, SWDCTL_* and DUMMYAPP_* variables so the caller's
 // settings do not leak into the children's flags.
 func cleanEnv() []string {
@@ -182,34 +146,6 @@ func cleanEnv() []string {
 			continue
 		}
 		out = append(out, kv)
-	}
-	return out
-}
-
-// Ports handed out in this test binary, so that parallel tests never get
-// the same one (FreePorts only checks that a port was free when asked).
-var (
-	portsMu   sync.Mutex
-	portsUsed = map[int]bool{}
-)
-
-// freeAddrs returns n distinct free 127.0.0.1:PORT addresses that no other
-// test of this binary got.
-func freeAddrs(t *testing.T, n int) []string {
-	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	var out []string
-	for tries := 0; len(out) < n; tries++ {
-		require.Less(t, tries, 50, "no free ports")
-		ports, err := localcluster.FreePorts(n - len(out))
-		require.NoError(t, err)
-		for _, p := range ports {
-			if !portsUsed[p] {
-				portsUsed[p] = true
-				out = append(out, "127.0.0.1:"+strconv.Itoa(p))
-			}
-		}
 	}
 	return out
 }
@@ -227,7 +163,7 @@ func waitUp(p *proc, ok func() bool) error {
 			if strings.Contains(p.out.String(), "address already in use") {
 				return errPortTaken
 			}
-			return fmt.Errorf("%s exited:\n%s", p.name, tail(p.out.String(), 4000))
+			return fmt.Errorf("%s exited:\n%s", p.name, testutil.Tail(p.out.String(), 4000))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s not up after 30 s", p.name)
@@ -243,7 +179,7 @@ func waitFor(t *testing.T, p *proc, what string, ok func() bool) {
 	deadline := time.Now().Add(30 * time.Second)
 	for !ok() {
 		if p != nil && p.exited() {
-			require.FailNowf(t, "process exited", "%s exited while waiting for %s:\n%s", p.name, what, tail(p.out.String(), 4000))
+			require.FailNowf(t, "process exited", "%s exited while waiting for %s:\n%s", p.name, what, testutil.Tail(p.out.String(), 4000))
 		}
 		if time.Now().After(deadline) {
 			require.FailNowf(t, "timed out", "waiting for %s", what)
@@ -253,21 +189,15 @@ func waitFor(t *testing.T, p *proc, what string, ok func() bool) {
 }
 
 func httpOK(url string) bool {
-	c := &http.Client{Timeout: time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	resp, err := testutil.Get(&http.Client{Timeout: time.Second}, url)
+	return err == nil && resp.StatusCode == http.StatusOK
 }
 
 // startApp starts a sleep-mode dummyapp named name and returns its address.
 func startApp(t *testing.T, name string) string {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		addr := freeAddrs(t, 1)[0]
+		addr := testutil.FreeAddr(t)
 		p := start(t, "dummyapp", "app "+name, "--listen", addr, "--mode", "sleep", "--name", name)
 		err := waitUp(p, func() bool { return httpOK("http://" + addr + "/healthz") })
 		if err == nil {
@@ -297,7 +227,7 @@ type swdOpts struct {
 // swdArgs returns the command line for o, filling in free ports.
 func swdArgs(t *testing.T, o swdOpts) (*node, []string) {
 	t.Helper()
-	a := freeAddrs(t, 4)
+	a := testutil.FreeAddrs(t, 4)
 	n := &node{Name: o.Name, HTTP: a[0], GRPC: a[1], Admin: a[2], Gossip: a[3], App: o.App}
 	if o.GRPCHost != "" {
 		_, port, _ := net.SplitHostPort(n.GRPC)
@@ -335,21 +265,6 @@ func oneNode(t *testing.T, name string, args ...string) *node {
 	return startSwd(t, swdOpts{Name: name, App: app, Args: args})
 }
 
-type appStats struct {
-	Served    uint64 `json:"served"`
-	BodyBytes uint64 `json:"body_bytes"`
-}
-
-func stats(t *testing.T, appAddr string) appStats {
-	t.Helper()
-	resp, err := http.Get("http://" + appAddr + "/stats")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var s appStats
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&s))
-	return s
-}
-
 // certsInit runs `swdctl certs init` for names into a new temporary
 // directory and returns it.
 func certsInit(t *testing.T, names ...string) string {
@@ -376,18 +291,6 @@ func mtls(t *testing.T, dir, name string) grpc.DialOption {
 	opt, err := tlsutil.ClientOption(filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem"), filepath.Join(dir, "ca.pem"))
 	require.NoError(t, err)
 	return opt
-}
-
-// plaintext is the dial option of a client without TLS.
-func plaintext() grpc.DialOption { return grpc.WithTransportCredentials(insecure.NewCredentials()) }
-
-// dial returns a gRPC client connection closed when the test ends.
-func dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
-	t.Helper()
-	cc, err := grpc.NewClient(addr, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cc.Close() })
-	return cc
 }
 
 // swdctl runs bin/swdctl with args and returns its combined output and

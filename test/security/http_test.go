@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/swd-project/swd/test/testutil"
 )
 
 // Request smuggling and other malformed HTTP/1.1 is refused with the right
@@ -78,13 +80,13 @@ func TestMalformedHTTPRefused(t *testing.T) {
 			if tc.bug != "" {
 				t.Skip(tc.bug)
 			}
-			before := stats(t, nd.App)
+			before := testutil.AppStats(t, nd.App)
 			a := rawHTTP(t, nd.HTTP, []byte(tc.req), 5*time.Second)
 			require.NoError(t, a.Err)
 			assert.Equal(t, tc.want, a.Status, "body %q", a.Body)
 			assert.True(t, a.Closed, "the connection must be closed after a malformed request")
 			assert.Empty(t, a.Extra, "a second answer: the rest of the bytes was served as a request")
-			assert.Equal(t, before.Served, stats(t, nd.App).Served, "the request reached the app")
+			assert.Equal(t, before.Served, testutil.AppStats(t, nd.App).Served, "the request reached the app")
 		})
 	}
 }
@@ -118,7 +120,7 @@ func TestHTTPLimits(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				before := stats(t, nd.App).Served
+				before := testutil.AppStats(t, nd.App).Served
 				req, err := http.NewRequest(http.MethodGet, "http://"+nd.HTTP+"/work?ms=1", nil)
 				require.NoError(t, err)
 				for k, v := range tc.headers {
@@ -133,7 +135,7 @@ func TestHTTPLimits(t *testing.T) {
 				if tc.want == http.StatusOK {
 					wantServed++
 				}
-				assert.Equal(t, wantServed, stats(t, nd.App).Served)
+				assert.Equal(t, wantServed, testutil.AppStats(t, nd.App).Served)
 			})
 		}
 	})
@@ -158,7 +160,7 @@ func TestHTTPLimits(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				before := stats(t, nd.App).Served
+				before := testutil.AppStats(t, nd.App).Served
 				var body io.Reader = bytes.NewReader(bytes.Repeat([]byte("x"), tc.size))
 				if tc.chunked {
 					body = io.MultiReader(body) // hides the length: sent chunked
@@ -172,13 +174,13 @@ func TestHTTPLimits(t *testing.T) {
 				if tc.want == http.StatusOK {
 					wantServed++
 				}
-				assert.Equal(t, wantServed, stats(t, nd.App).Served, "an over-limit request must not complete at the app")
+				assert.Equal(t, wantServed, testutil.AppStats(t, nd.App).Served, "an over-limit request must not complete at the app")
 			})
 		}
 	})
 
 	t.Run("slowloris header read timeout", func(t *testing.T) {
-		before := stats(t, nd.App).Served
+		before := testutil.AppStats(t, nd.App).Served
 		conn, err := net.DialTimeout("tcp", nd.HTTP, 5*time.Second)
 		require.NoError(t, err)
 		defer conn.Close()
@@ -212,7 +214,7 @@ func TestHTTPLimits(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("a client trickling its headers was not cut off (--read-header-timeout 1s)")
 		}
-		assert.Equal(t, before, stats(t, nd.App).Served)
+		assert.Equal(t, before, testutil.AppStats(t, nd.App).Served)
 		assert.True(t, httpOK("http://"+nd.HTTP+"/work?ms=1"), "the server still serves others")
 	})
 

@@ -7,13 +7,11 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 
 	"github.com/swd-project/swd/internal/control"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+	"github.com/swd-project/swd/test/testutil"
 )
 
 // tlsNoClientCert trusts dir's CA but presents no certificate.
@@ -68,7 +67,7 @@ func TestMTLSRefusesClientsWithoutValidCertificate(t *testing.T) {
 		opt  grpc.DialOption
 	}{
 		// no TLS at all: the server expects a TLS ClientHello
-		{"plaintext client", plaintext()},
+		{"plaintext client", testutil.Plaintext()},
 		// TLS that trusts the right CA, but no client certificate
 		{"TLS without client certificate", tlsNoClientCert(t, good)},
 		// a certificate with the same name, signed by another CA
@@ -81,7 +80,7 @@ func TestMTLSRefusesClientsWithoutValidCertificate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cc := dial(t, nd.GRPC, tc.opt)
+			cc := testutil.Dial(t, nd.GRPC, tc.opt)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_, err := swdv1.NewControlClient(cc).Status(ctx, &swdv1.StatusRequest{})
@@ -93,11 +92,11 @@ func TestMTLSRefusesClientsWithoutValidCertificate(t *testing.T) {
 			assert.Equal(t, codes.Unavailable, status.Code(err), "handshake failure expected, got %v", err)
 		})
 	}
-	assert.Zero(t, stats(t, nd.App).Served, "a refused client's transfer reached the app")
+	assert.Zero(t, testutil.AppStats(t, nd.App).Served, "a refused client's transfer reached the app")
 
 	// The control: a client with a certificate from the CA gets through on
 	// both services (the transfer names a member, the node itself).
-	cc := dial(t, nd.GRPC, mtls(t, good, "admin"))
+	cc := testutil.Dial(t, nd.GRPC, mtls(t, good, "admin"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	st, err := swdv1.NewControlClient(cc).Status(ctx, &swdv1.StatusRequest{})
@@ -106,7 +105,7 @@ func TestMTLSRefusesClientsWithoutValidCertificate(t *testing.T) {
 	a, err := forward(cc, workRequest("node-0"))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, a.Status)
-	assert.EqualValues(t, 1, stats(t, nd.App).Served)
+	assert.EqualValues(t, 1, testutil.AppStats(t, nd.App).Served)
 }
 
 // A two-node cluster with mTLS (and encrypted gossip) still transfers:
@@ -130,7 +129,7 @@ func TestMTLSClusterTransfersAndSwdctl(t *testing.T) {
 
 	// Ready when each node sees both members with a known load.
 	for _, n := range []*node{n0, n1} {
-		cl := swdv1.NewControlClient(dial(t, n.GRPC, mtls(t, dir, "admin")))
+		cl := swdv1.NewControlClient(testutil.Dial(t, n.GRPC, mtls(t, dir, "admin")))
 		waitFor(t, n.p, n.Name+" sees the cluster", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
@@ -154,27 +153,19 @@ func TestMTLSClusterTransfersAndSwdctl(t *testing.T) {
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
 	codesSeen := make([]int, n)
 	servedBy := make([]string, n)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, err := hc.Get("http://" + n0.HTTP + "/work?ms=50")
-			if err != nil {
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			codesSeen[i], servedBy[i] = resp.StatusCode, resp.Header.Get("X-Served-By")
-		}()
-	}
-	wg.Wait()
+	testutil.Concurrently(n, func(i int) {
+		resp, err := testutil.Get(hc, "http://"+n0.HTTP+"/work?ms=50")
+		if err != nil {
+			return
+		}
+		codesSeen[i], servedBy[i] = resp.StatusCode, resp.Header.Get("X-Served-By")
+	})()
 	byApp := map[string]int{}
 	for i := range codesSeen {
 		require.Equal(t, http.StatusOK, codesSeen[i], "request %d", i)
 		byApp[servedBy[i]]++
 	}
-	s0, s1 := stats(t, n0.App), stats(t, n1.App)
+	s0, s1 := testutil.AppStats(t, n0.App), testutil.AppStats(t, n1.App)
 	assert.EqualValues(t, n, s0.Served+s1.Served, "every request served once: %v", byApp)
 	assert.Positive(t, s1.Served, "node-1's app served nothing: no transfer over mTLS (%v)", byApp)
 	assert.EqualValues(t, s1.Served, byApp["app-1"], "answers relayed from node-1")
@@ -198,7 +189,7 @@ func TestMTLSClusterTransfersAndSwdctl(t *testing.T) {
 	// its own node certificate.
 	out, code = swdctl(t, append(tlsArgs, "policy", "set", "ll", "--cluster")...)
 	require.Zero(t, code, out)
-	cl1 := swdv1.NewControlClient(dial(t, n1.GRPC, mtls(t, dir, "admin")))
+	cl1 := swdv1.NewControlClient(testutil.Dial(t, n1.GRPC, mtls(t, dir, "admin")))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	p, err := cl1.GetPolicy(ctx, &swdv1.GetPolicyRequest{})
@@ -258,7 +249,7 @@ func TestPlaintextGRPCBeyondLoopback(t *testing.T) {
 		warn bool
 	}{
 		// explicit --insecure: starts, warns, answers plaintext with the token
-		{"--insecure", []string{"--insecure", "--control-token", "t0k3n"}, plaintext(), true},
+		{"--insecure", []string{"--insecure", "--control-token", "t0k3n"}, testutil.Plaintext(), true},
 		// mTLS: starts without the plaintext warning
 		{"mTLS", append(tlsFlags(dir, "node-0"), "--control-token", "t0k3n"), mtls(t, dir, "node-0"), false},
 	}
@@ -273,12 +264,12 @@ func TestPlaintextGRPCBeyondLoopback(t *testing.T) {
 				waitFor(t, nd.p, "the plaintext warning", warned)
 				assert.Contains(t, nd.p.out.String(), "level=WARN")
 			}
-			cl := swdv1.NewControlClient(dial(t, local, tc.dial))
+			cl := swdv1.NewControlClient(testutil.Dial(t, local, tc.dial))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_, err = cl.Status(ctx, &swdv1.StatusRequest{})
 			assert.Equal(t, codes.Unauthenticated, status.Code(err), "no token: %v", err)
-			cl = swdv1.NewControlClient(dial(t, local, tc.dial,
+			cl = swdv1.NewControlClient(testutil.Dial(t, local, tc.dial,
 				grpc.WithPerRPCCredentials(control.TokenCredentials{Token: "t0k3n", Secure: !tc.warn})))
 			_, err = cl.Status(ctx, &swdv1.StatusRequest{})
 			require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+	"github.com/swd-project/swd/test/testutil"
 )
 
 // A forged transfer (a well-formed Transfer.Forward from a member name, as
@@ -29,7 +30,7 @@ func TestForgedTransferNamingAnotherHostStaysLocal(t *testing.T) {
 	dir := certsInit(t, "node-0", "admin")
 	evil := startApp(t, "evil")
 	nd := oneNode(t, "node-0", tlsFlags(dir, "node-0")...)
-	cc := dial(t, nd.GRPC, mtls(t, dir, "admin"))
+	cc := testutil.Dial(t, nd.GRPC, mtls(t, dir, "admin"))
 
 	with := func(f func(m *swdv1.ForwardRequest)) *swdv1.ForwardRequest {
 		m := workRequest("node-0") // the node itself is always a member
@@ -121,7 +122,7 @@ func TestForgedTransferNamingAnotherHostStaysLocal(t *testing.T) {
 			assert.Equal(t, "app-node-0", a.Header.Get("X-Served-By"))
 		})
 	}
-	assert.Zero(t, stats(t, evil).Served, "a forged request reached another server")
+	assert.Zero(t, testutil.AppStats(t, evil).Served, "a forged request reached another server")
 }
 
 // A transfer whose sender is not a current member is refused with
@@ -133,7 +134,7 @@ func TestForgedTransferFromNonMemberRefused(t *testing.T) {
 	t.Parallel()
 	dir := certsInit(t, "node-0", "admin")
 	nd := oneNode(t, "node-0", tlsFlags(dir, "node-0")...)
-	cc := dial(t, nd.GRPC, mtls(t, dir, "admin"))
+	cc := testutil.Dial(t, nd.GRPC, mtls(t, dir, "admin"))
 
 	cases := []struct {
 		name string
@@ -162,7 +163,7 @@ func TestForgedTransferFromNonMemberRefused(t *testing.T) {
 			assert.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
 		})
 	}
-	assert.Zero(t, stats(t, nd.App).Served, "a refused transfer reached the app")
+	assert.Zero(t, testutil.AppStats(t, nd.App).Served, "a refused transfer reached the app")
 }
 
 // --grpc-max-message bounds every gRPC message: a transfer larger than it
@@ -172,7 +173,7 @@ func TestGRPCMaxMessageSize(t *testing.T) {
 	binDir(t)
 	t.Parallel()
 	nd := oneNode(t, "node-0", "--grpc-max-message", "65536")
-	cc := dial(t, nd.GRPC, plaintext())
+	cc := testutil.Dial(t, nd.GRPC, testutil.Plaintext())
 
 	big := workRequest("node-0")
 	big.Method = http.MethodPost
@@ -181,7 +182,7 @@ func TestGRPCMaxMessageSize(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
 	assert.True(t, strings.Contains(err.Error(), "larger than max"), "%v", err)
-	s := stats(t, nd.App)
+	s := testutil.AppStats(t, nd.App)
 	assert.Zero(t, s.Served)
 	assert.Zero(t, s.BodyBytes)
 
@@ -191,7 +192,7 @@ func TestGRPCMaxMessageSize(t *testing.T) {
 	a, err := forward(cc, small)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, a.Status)
-	assert.EqualValues(t, 16<<10, stats(t, nd.App).BodyBytes)
+	assert.EqualValues(t, 16<<10, testutil.AppStats(t, nd.App).BodyBytes)
 }
 
 // Membership is checked on every transfer, against the current members: a
@@ -202,7 +203,7 @@ func TestTransferFromFormerMemberRefused(t *testing.T) {
 	t.Parallel()
 	n0 := oneNode(t, "node-0")
 	n1 := startSwd(t, swdOpts{Name: "node-1", App: startApp(t, "app-node-1"), Join: n0.Gossip})
-	cl := swdv1.NewControlClient(dial(t, n0.GRPC, plaintext()))
+	cl := testutil.Control(t, n0.GRPC)
 	members := func() int32 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -213,7 +214,7 @@ func TestTransferFromFormerMemberRefused(t *testing.T) {
 		return s.GetMembers()
 	}
 	waitFor(t, n0.p, "node-1 to join", func() bool { return members() == 2 })
-	cc := dial(t, n0.GRPC, plaintext())
+	cc := testutil.Dial(t, n0.GRPC, testutil.Plaintext())
 
 	a, err := forward(cc, workRequest("node-1"))
 	require.NoError(t, err, "a member's transfer runs")
@@ -221,9 +222,9 @@ func TestTransferFromFormerMemberRefused(t *testing.T) {
 
 	n1.p.stop()
 	waitFor(t, n0.p, "node-1 to leave", func() bool { return members() == 1 })
-	before := stats(t, n0.App).Served
+	before := testutil.AppStats(t, n0.App).Served
 	_, err = forward(cc, workRequest("node-1"))
 	require.Error(t, err)
 	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
-	assert.Equal(t, before, stats(t, n0.App).Served)
+	assert.Equal(t, before, testutil.AppStats(t, n0.App).Served)
 }
