@@ -50,8 +50,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "swdctl",
 		Short: "Operate an SWD cluster: status, policies, plans, local clusters",
 		Long: `swdctl talks to any swd's control API (--addr, default 127.0.0.1:7070).
-Flags also read SWDCTL_<FLAG> environment variables; --addr also reads SWD_ADDR
-and --token SWD_CONTROL_TOKEN.`,
+Flags also read SWDCTL_<FLAG> environment variables, then SWD_<FLAG>; --addr
+also reads SWD_ADDR and --token SWD_CONTROL_TOKEN.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -90,6 +90,15 @@ func envWithAliases(k string) (string, bool) {
 		return os.LookupEnv("SWD_ADDR")
 	case "SWDCTL_TOKEN":
 		return os.LookupEnv("SWD_CONTROL_TOKEN")
+	case "SWDCTL_CONFIG":
+		return "", false
+	}
+	// The interfaces spec's SWD_<FLAG> also works (e.g. SWD_TLS_CERT), so
+	// swdctl run beside an swd picks up the same certificate settings.
+	if name, ok := strings.CutPrefix(k, "SWDCTL_"); ok {
+		if v, ok := os.LookupEnv("SWD_" + name); ok && v != "" {
+			return v, true
+		}
 	}
 	return "", false
 }
@@ -206,10 +215,10 @@ func printResults[R nodeResult](g *globals, cmd *cobra.Command, results []R, col
 	return nil
 }
 
+// printJSON writes v as one line of JSON (as the interfaces spec shows for
+// `plan`), which scripts and jq read line by line.
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return json.NewEncoder(w).Encode(v)
 }
 
 func statusCmd(g *globals) *cobra.Command {

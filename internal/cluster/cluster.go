@@ -171,7 +171,7 @@ func New(cfg Config, local LocalState) (*Cluster, error) {
 	if len(cfg.GossipKey) == 0 {
 		fast = c.fastReceive
 	}
-	tr, err := newTransport(bindIP, bindPort, fast, &c.st, logger)
+	tr, err := newTransport(bindIP, bindPort, fast, cfg.Faults, &c.st, logger)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: bind %s: %w", cfg.GossipAddr, err)
 	}
@@ -185,7 +185,6 @@ func New(cfg Config, local LocalState) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: start memberlist: %w", err)
 	}
 	c.ml, c.tr = ml, tr
-	tr.faults = cfg.Faults
 	c.log.Debug("gossip started", "addr", c.GossipAddr(), "mechanism", cfg.mechanism(),
 		"interval", cfg.GossipInterval, "stale_after", c.stale)
 

@@ -69,7 +69,7 @@ const (
 // newTransport binds ip:port, TCP and UDP on the same port. With port 0 the
 // kernel picks a free TCP port and UDP binds the same number; a clash is
 // retried up to 10 times.
-func newTransport(ip net.IP, port int, fast func([]byte) bool, st *counters, log *slog.Logger) (*transport, error) {
+func newTransport(ip net.IP, port int, fast func([]byte) bool, faults *Faults, st *counters, log *slog.Logger) (*transport, error) {
 	tries := 1
 	if port == 0 {
 		tries = 10
@@ -77,7 +77,7 @@ func newTransport(ip net.IP, port int, fast func([]byte) bool, st *counters, log
 	var err error
 	for range tries {
 		var t *transport
-		if t, err = listen(ip, port, fast, st, log); err == nil {
+		if t, err = listen(ip, port, fast, faults, st, log); err == nil {
 			return t, nil
 		}
 		if !errors.Is(err, syscall.EADDRINUSE) {
@@ -87,7 +87,7 @@ func newTransport(ip net.IP, port int, fast func([]byte) bool, st *counters, log
 	return nil, err
 }
 
-func listen(ip net.IP, port int, fast func([]byte) bool, st *counters, log *slog.Logger) (*transport, error) {
+func listen(ip net.IP, port int, fast func([]byte) bool, faults *Faults, st *counters, log *slog.Logger) (*transport, error) {
 	tcp, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip, Port: port})
 	if err != nil {
 		return nil, fmt.Errorf("listen tcp: %w", err)
@@ -103,7 +103,7 @@ func listen(ip net.IP, port int, fast func([]byte) bool, st *counters, log *slog
 			break
 		}
 	}
-	t := &transport{
+	t := &transport{faults: faults,
 		tcp: tcp, udp: udp,
 		// Buffered, so that a burst of datagrams does not wait on
 		// memberlist's reader goroutine one by one.

@@ -7,10 +7,10 @@
 // reported, and a member that is down is reported as failed, not waited on.
 // Members that miss the call (or join later) adopt the epoch from gossip.
 //
-// Access: when a token is configured, every Control call must carry it as
-// "authorization: Bearer TOKEN" metadata, else it fails with
-// Unauthenticated. The Transfer service is not covered by the token (it is
-// protected by mTLS and membership checks).
+// Access: when a token is configured, every Control and Transfer call must
+// carry it as "authorization: Bearer TOKEN" metadata, else it fails with
+// Unauthenticated; nodes send it with their transfers. mTLS and the
+// membership check guard transfers further.
 //
 // Concurrency: Service is safe for concurrent use.
 package control
@@ -277,8 +277,10 @@ func (s *Service) GossipKeys(ctx context.Context, req *swdv1.GossipKeyRequest) (
 	return resp, nil
 }
 
-// controlPrefix is the full method prefix the token guards.
-const controlPrefix = "/swd.v1.Control/"
+// guardedPrefixes are the method prefixes the token guards: the control API,
+// and transfers (a node sends the cluster's token with every transfer, so
+// only holders of it can run requests on a node's app through its gRPC port).
+var guardedPrefixes = []string{"/swd.v1.Control/", "/swd.v1.Transfer/"}
 
 // UnaryAuth returns an interceptor that checks the token on Control calls.
 // With an empty token it allows everything.
@@ -291,8 +293,23 @@ func UnaryAuth(token string) grpc.UnaryServerInterceptor {
 	}
 }
 
+// StreamAuth returns an interceptor that checks the token on streaming
+// calls (Transfer.Forward). With an empty token it allows everything.
+func StreamAuth(token string) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := checkToken(ss.Context(), token, info.FullMethod); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
 func checkToken(ctx context.Context, token, method string) error {
-	if token == "" || !strings.HasPrefix(method, controlPrefix) {
+	guarded := false
+	for _, p := range guardedPrefixes {
+		guarded = guarded || strings.HasPrefix(method, p)
+	}
+	if token == "" || !guarded {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)

@@ -36,7 +36,13 @@ func newPeerHealth(now func() time.Time) *peerHealth {
 
 // record notes a transfer's result.
 func (h *peerHealth) record(peer string, err error) {
-	if err != nil && (errors.Is(err, swderr.ErrRefused) || errors.Is(err, context.Canceled) || errors.Is(err, swderr.ErrClientGone)) {
+	// A full or draining peer that refuses is healthy; so is one that
+	// rejected a request as malformed, or whose client went away. A peer
+	// that cannot be reached is not.
+	if err != nil && !errors.Is(err, swderr.ErrUnreachable) &&
+		(errors.Is(err, swderr.ErrRefused) || errors.Is(err, swderr.ErrBadRequest) ||
+			errors.Is(err, context.Canceled) || errors.Is(err, swderr.ErrClientGone) ||
+			errors.Is(err, swderr.ErrQueueTimeout)) {
 		return
 	}
 	h.mu.Lock()

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	sockaddr "github.com/hashicorp/go-sockaddr"
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -185,15 +186,19 @@ type Node struct {
 	ctl  *control.Service
 	hlth *peerHealth
 
-	pol       atomic.Pointer[policyState]
-	maxEpoch  atomic.Int64 // highest epoch seen anywhere
-	draining  atomic.Bool
-	policyCh  chan struct{} // poked when the policy changes
-	drainCh   chan struct{} // closed when a drain starts
-	stopOnce  sync.Once
-	stopRun   chan struct{}
-	runDone   chan struct{}
-	readiness *readiness
+	pol      atomic.Pointer[policyState]
+	maxEpoch atomic.Int64 // highest epoch seen anywhere
+	draining atomic.Bool
+	// runnerStarted is set once the policy runner goroutine runs.
+	runnerStarted atomic.Bool
+	// shutdownErr is the first Shutdown's result.
+	shutdownErr error
+	policyCh    chan struct{} // poked when the policy changes
+	drainCh     chan struct{} // closed when a drain starts
+	stopOnce    sync.Once
+	stopRun     chan struct{}
+	runDone     chan struct{}
+	readiness   *readiness
 
 	httpSrv, adminSrv *http.Server
 	grpcSrv           *grpc.Server
@@ -257,6 +262,11 @@ func New(cfg Config) (*Node, error) {
 	})
 	n.m.SetPolicy(p.Name, 0)
 	n.m.SetNodeInfo(cfg.NodeName, cfg.Role, Version)
+	if cfg.Control.Token != "" {
+		// Transfers carry the cluster's token (see control.StreamAuth).
+		cfg.Transfer.DialOptions = append(cfg.Transfer.DialOptions,
+			grpc.WithPerRPCCredentials(control.TokenCredentials{Token: cfg.Control.Token, Secure: cfg.ServerCreds != nil}))
+	}
 	tc, err := transfer.NewClient(cfg.Transfer)
 	if err != nil {
 		return nil, err
@@ -342,7 +352,12 @@ func (n *Node) Start() error {
 	}
 	ccfg := n.cfg.Cluster
 	if ccfg.GRPCAddr == "" {
-		ccfg.GRPCAddr = advertisable(n.grpcLn.Addr().String(), ccfg.Advertise)
+		ccfg.GRPCAddr = advertisable(n.grpcLn.Addr().String(), ccfg.Advertise, ccfg.GossipAddr)
+	}
+	if IsLoopback(ccfg.GRPCAddr) && !IsLoopback(ccfg.GossipAddr) && !unspecified(ccfg.GossipAddr) {
+		n.closeListeners()
+		return fmt.Errorf("gRPC would be advertised as %s while gossip runs on %s: other hosts could not reach it; "+
+			"bind --grpc to a reachable address or set --advertise", ccfg.GRPCAddr, ccfg.GossipAddr)
 	}
 	n.cl, err = cluster.New(ccfg, clusterState{n})
 	if err != nil {
@@ -360,6 +375,7 @@ func (n *Node) Start() error {
 		grpc.MaxRecvMsgSize(n.cfg.GRPCMaxMessageSize),
 		grpc.MaxSendMsgSize(n.cfg.GRPCMaxMessageSize),
 		grpc.ChainUnaryInterceptor(control.UnaryAuth(n.cfg.Control.Token)),
+		grpc.ChainStreamInterceptor(control.StreamAuth(n.cfg.Control.Token)),
 	}
 	opts = append(opts, transfer.ServerKeepalive()...)
 	if n.cfg.ServerCreds != nil {
@@ -410,6 +426,7 @@ func (n *Node) Start() error {
 	go func() { n.serveErr <- ignoreClosed(n.grpcSrv.Serve(n.grpcLn)) }()
 	go func() { n.serveErr <- ignoreClosed(n.adminSrv.Serve(n.adminLn)) }()
 	go func() { n.serveErr <- ignoreClosed(n.httpSrv.Serve(n.httpLn)) }()
+	n.runnerStarted.Store(true)
 	go n.runPolicy()
 	n.log.Info("swd started", "node", n.cfg.NodeName, "role", n.cfg.Role, "listen", n.httpLn.Addr().String(),
 		"grpc", n.grpcLn.Addr().String(), "admin", n.adminLn.Addr().String(), "policy", n.pol.Load().p.Name,
@@ -417,19 +434,39 @@ func (n *Node) Start() error {
 	return nil
 }
 
-func advertisable(bound, advertise string) string {
+// advertisable is the gRPC address other members dial: the bound address,
+// or, when it is a wildcard, the --advertise host, else the gossip bind host
+// if it is a specific address, else this host's private IP, else loopback.
+func advertisable(bound, advertise, gossip string) string {
 	host, port, _ := net.SplitHostPort(bound)
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		if advertise != "" {
-			ah, _, err := net.SplitHostPort(advertise)
-			if err != nil {
-				ah = strings.Trim(advertise, "[]") // a host without a port
-			}
-			return net.JoinHostPort(ah, port)
-		}
-		return net.JoinHostPort("127.0.0.1", port)
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsUnspecified() {
+		return bound
 	}
-	return bound
+	if advertise != "" {
+		ah, _, err := net.SplitHostPort(advertise)
+		if err != nil {
+			ah = strings.Trim(advertise, "[]") // a host without a port
+		}
+		return net.JoinHostPort(ah, port)
+	}
+	if gh, _, err := net.SplitHostPort(gossip); err == nil && gh != "" && !unspecified(gossip) {
+		return net.JoinHostPort(gh, port)
+	}
+	if priv, err := sockaddr.GetPrivateIP(); err == nil && priv != "" {
+		return net.JoinHostPort(priv, port)
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// unspecified reports whether addr's host is empty or a wildcard address.
+func unspecified(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
 }
 
 func ignoreClosed(err error) error {

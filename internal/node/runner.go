@@ -8,6 +8,21 @@ import (
 	"github.com/swd-project/swd/internal/policy"
 )
 
+// pruneInterval is how often connections to departed members are closed.
+const pruneInterval = 10 * time.Second
+
+// pruneConns closes transfer connections to addresses no member has any
+// more (members that left, or restarted on another address).
+func (n *Node) pruneConns() {
+	keep := map[string]bool{}
+	for _, p := range n.cl.Peers() {
+		if p.GRPCAddr != "" {
+			keep[p.GRPCAddr] = true
+		}
+	}
+	n.tc.Prune(keep)
+}
+
 // drainInterval is how often a draining node hands off waiting requests.
 const drainInterval = 20 * time.Millisecond
 
@@ -17,6 +32,8 @@ func (n *Node) runPolicy() {
 	act := n.pol.Load().activation
 	t := time.NewTicker(act)
 	defer t.Stop()
+	prune := time.NewTicker(pruneInterval)
+	defer prune.Stop()
 	drain := n.drainCh
 	for {
 		select {
@@ -35,6 +52,8 @@ func (n *Node) runPolicy() {
 			}
 		case <-t.C:
 			n.tick()
+		case <-prune.C:
+			n.pruneConns()
 		}
 	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,4 +102,31 @@ func TestPeerHealth(t *testing.T) {
 	h.record("q", fail)
 	now = now.Add(30*time.Second + time.Millisecond)
 	assert.True(t, h.healthy("q"))
+}
+
+func TestAdvertisable(t *testing.T) {
+	cases := []struct {
+		name                     string // how --grpc, --advertise and --gossip are set
+		bound, advertise, gossip string
+		want                     string
+	}{
+		// A specific bound address is advertised as it is.
+		{"specific", "10.0.0.5:7070", "", "10.0.0.5:7946", "10.0.0.5:7070"},
+		// A wildcard takes --advertise's host, with or without a port.
+		{"advertise with port", "0.0.0.0:7070", "10.0.0.6:7946", "0.0.0.0:7946", "10.0.0.6:7070"},
+		{"advertise without port", "0.0.0.0:7070", "10.0.0.6", "0.0.0.0:7946", "10.0.0.6:7070"},
+		// Else the gossip bind host, when it is specific.
+		{"gossip host", "[::]:7070", "", "10.0.0.7:7946", "10.0.0.7:7070"},
+		// Loopback everywhere stays loopback.
+		{"loopback", "127.0.0.1:7070", "", "127.0.0.1:7946", "127.0.0.1:7070"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, advertisable(tc.bound, tc.advertise, tc.gossip))
+		})
+	}
+	// Everything a wildcard: a private IP of this host, or loopback.
+	got := advertisable("0.0.0.0:7070", "", "0.0.0.0:7946")
+	assert.True(t, strings.HasSuffix(got, ":7070"), got)
+	assert.False(t, unspecified(got), got)
 }

@@ -13,9 +13,8 @@ import (
 // (or ctx), answers whatever is still waiting with 503, leaves the cluster
 // and stops. It is idempotent; later calls return the first call's result.
 func (n *Node) Shutdown(ctx context.Context) error {
-	var err error
-	n.stopOnce.Do(func() { err = n.shutdown(ctx) })
-	return err
+	n.stopOnce.Do(func() { n.shutdownErr = n.shutdown(ctx) })
+	return n.shutdownErr
 }
 
 func (n *Node) shutdown(ctx context.Context) error {
@@ -54,7 +53,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 		_ = n.httpSrv.Close()
 	}
 	close(n.stopRun)
-	<-n.runDone
+	if n.runnerStarted.Load() {
+		<-n.runDone
+	}
 	if n.cl != nil {
 		if err := n.cl.Leave(2 * time.Second); err != nil {
 			n.log.Warn("leave cluster", "err", err)
@@ -80,6 +81,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 		acancel()
 	}
 	_ = n.tc.Close()
+	n.closeListeners()
 	n.log.Info("stopped")
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -115,6 +116,9 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "swd dispatcher: CONNECT and upgrades are not supported", http.StatusMethodNotAllowed)
 		return
 	}
+	if r.ProtoMajor == 1 && len(r.TransferEncoding) > 0 {
+		w.Header().Set("Connection", "close") // see Handler.ServeHTTP and FramingGuard
+	}
 	var body []byte
 	if r.ContentLength > d.cfg.MaxTransferBody {
 		fail(fmt.Errorf("%w: a dispatcher forwards bodies up to %d bytes", swderr.ErrBodyTooLarge, d.cfg.MaxTransferBody), metrics.OutcomeRejected)
@@ -152,7 +156,9 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fail(lastErr, metrics.OutcomeRejected)
 			return
 		}
-		res, err := d.fwd.Forward(r.Context(), b.GRPCAddr, msg, w)
+		tctx, cancel := context.WithTimeout(r.Context(), d.cfg.TransferTimeout)
+		res, err := d.fwd.Forward(tctx, b.GRPCAddr, msg, w)
+		cancel()
 		d.release(b.Name)
 		if d.onTransfer != nil {
 			d.onTransfer(b.Name, err)

@@ -191,6 +191,10 @@ func checkHead(h []byte) (headVerdict, int64) {
 	switch {
 	case te && len(cl) > 0:
 		return headBad, 0
+	case te && bytes.HasSuffix(lines[0], []byte("HTTP/1.0")):
+		// HTTP/1.0 has no chunked coding; net/http drops the header, and a
+		// front end may not (RFC 9112 6.1).
+		return headBad, 0
 	case te:
 		return headChunked, 0
 	case len(cl) == 0:

@@ -25,6 +25,8 @@ func TestFramingGuardInspect(t *testing.T) {
 		{"CL and TE", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true},
 		// The same, on the second request of a connection.
 		{"CL and TE after a GET", get + "POST / HTTP/1.1\r\nHost: x\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\r\n", true},
+		// HTTP/1.0 has no chunked coding: a Transfer-Encoding there is refused.
+		{"TE on HTTP/1.0", "POST / HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true},
 		// obs-fold.
 		{"obs-fold", "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\tb\r\n\r\n", true},
 		// A chunked request alone passes, and nothing after it is inspected

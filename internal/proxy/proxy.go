@@ -331,6 +331,14 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 	if h.cfg.Placement == "arrival" && !in.Dispatched {
 		t.Key = in.Arrival.UnixNano()
 	}
+	// The request keeps the queue deadline it had where its client called
+	// (arrival + --queue-timeout), so a transfer never extends its wait;
+	// an arrival time far off this node's clock is ignored.
+	if timeout := h.q.Config().Timeout; timeout > 0 {
+		if age := time.Since(in.Arrival); age >= 0 && age < timeout+time.Minute {
+			t.Deadline = in.Arrival.Add(timeout)
+		}
+	}
 	peer := in.From
 	if err := h.overloaded(); err != nil {
 		h.m.Transfers.WithLabelValues(metrics.DirIn, peer, metrics.TransferRefused).Inc()
@@ -352,7 +360,7 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 // readBody enforces MaxBody and buffers bodies up to MaxTransferBody. It
 // reports whether the request may be transferred.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, p *pending) (bool, error) {
-	transferable := !isUpgrade(r)
+	transferable := !isUpgrade(r) && transfer.Transferable(r)
 	if r.ContentLength > h.cfg.MaxBody {
 		return false, fmt.Errorf("%w: %d bytes, at most %d", swderr.ErrBodyTooLarge, r.ContentLength, h.cfg.MaxBody)
 	}

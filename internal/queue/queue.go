@@ -107,6 +107,10 @@ type Ticket struct {
 	Key int64
 	// Value is the owner's payload (the buffered request), opaque here.
 	Value any
+	// Deadline, if set before Push, bounds the wait further than the
+	// queue's Timeout (a transferred request keeps the deadline it had on
+	// the node its client called).
+	Deadline time.Time
 
 	seq      uint64
 	pushed   time.Time
@@ -197,6 +201,9 @@ func (q *Queue) Push(t *Ticket) error {
 	if q.cfg.Timeout > 0 {
 		t.deadline = now.Add(q.cfg.Timeout)
 	}
+	if !t.Deadline.IsZero() && (t.deadline.IsZero() || t.Deadline.Before(t.deadline)) {
+		t.deadline = t.Deadline
+	}
 	q.insert(t)
 	q.grantLocked()
 	return nil
@@ -275,6 +282,14 @@ func (q *Queue) grantLocked() {
 // handed off in the same instant still reports its outcome, so no slot and
 // no hand-off is ever lost.
 func (q *Queue) Wait(ctx context.Context, t *Ticket) (Outcome, error) {
+	select { // granted at Push (an idle node): no timer needed
+	case o := <-t.notify:
+		if o.Kind == Evicted {
+			return Outcome{}, fmt.Errorf("%w: evicted from the queue", ErrDraining)
+		}
+		return o, nil
+	default:
+	}
 	var timeout <-chan time.Time
 	if !t.deadline.IsZero() {
 		timer := time.NewTimer(time.Until(t.deadline))

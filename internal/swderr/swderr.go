@@ -36,6 +36,10 @@ var (
 	ErrHopLimit = errors.New("hop limit reached")
 	// ErrNotMember: the sender of a transfer is not a current member.
 	ErrNotMember = errors.New("sender is not a cluster member")
+	// ErrUnreachable: no connection to a peer could be made, so it received
+	// nothing (joined with ErrRefused: the request may be put back), but the
+	// peer counts as failing.
+	ErrUnreachable = errors.New("peer unreachable")
 	// ErrMaybeStarted: a transfer failed after the peer may have started
 	// the request; it must not be retried unless idempotent.
 	ErrMaybeStarted = errors.New("transfer failed after peer may have started the request")

@@ -130,11 +130,11 @@ func (c *Client) Forward(ctx context.Context, addr string, msg *swdv1.ForwardReq
 	var res Result
 	cc, err := c.Conn(addr)
 	if err != nil {
-		return res, errors.Join(swderr.ErrRefused, err)
+		return res, errors.Join(swderr.ErrRefused, swderr.ErrUnreachable, err)
 	}
 	if err := ready(ctx, cc); err != nil {
 		// Nothing was sent: the peer cannot have taken the request.
-		return res, errors.Join(swderr.ErrRefused, fmt.Errorf("peer %s unreachable: %w", addr, err))
+		return res, errors.Join(swderr.ErrRefused, swderr.ErrUnreachable, fmt.Errorf("peer %s: %w", addr, err))
 	}
 	stream, err := swdv1.NewTransferClient(cc).Forward(ctx, msg)
 	if err != nil {
@@ -219,6 +219,9 @@ const readyTimeout = time.Second
 // ready waits until cc is connected, so that a peer that is down is known
 // not to have received anything.
 func ready(ctx context.Context, cc *grpc.ClientConn) error {
+	if cc.GetState() == connectivity.Ready {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	for {

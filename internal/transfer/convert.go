@@ -166,6 +166,26 @@ func FromMessage(ctx context.Context, m *swdv1.ForwardRequest) (*http.Request, I
 	return r, in, nil
 }
 
+// Transferable reports whether a client request can be carried by a
+// ForwardRequest that FromMessage on the peer accepts (its path, query and
+// Host pass the same checks), so that only such requests are marked
+// transferable. It does not allocate.
+func Transferable(r *http.Request) bool {
+	if r.Method == http.MethodConnect || !validMethod(r.Method) {
+		return false
+	}
+	p := r.URL.EscapedPath()
+	if p != "" && (!strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//")) {
+		return false
+	}
+	for i := 0; i < len(r.URL.RawQuery); i++ {
+		if c := r.URL.RawQuery[i]; c < 0x21 || c == 0x7f || c == '#' {
+			return false
+		}
+	}
+	return !strings.ContainsAny(r.Host, " /\r\n\t@")
+}
+
 func validMethod(m string) bool { return m != "" && validToken(m) }
 
 // validToken reports whether s is an RFC 9110 token.

@@ -433,3 +433,35 @@ func TestRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "xyz", string(b))
 }
+
+func TestTransferable(t *testing.T) {
+	cases := []struct {
+		name   string // what the request looks like
+		method string
+		target string
+		host   string
+		want   bool
+	}{
+		// An ordinary request moves.
+		{"plain", http.MethodGet, "/work?ms=5", "svc", true},
+		// A path net/http accepts but the peer would refuse stays local.
+		{"double slash", http.MethodGet, "//work", "svc", false},
+		// A percent-encoded control character in the query is fine.
+		{"encoded tab in query", http.MethodGet, "/work?a=%09", "svc", true},
+		// CONNECT never moves.
+		{"connect", http.MethodConnect, "/", "svc", false},
+		// A Host with a slash would be refused by the peer.
+		{"bad host", http.MethodGet, "/", "a/b", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, "http://x"+tc.target, nil)
+			r.Host = tc.host
+			assert.Equal(t, tc.want, transfer.Transferable(r))
+			if tc.want {
+				_, _, err := transfer.FromMessage(context.Background(), transfer.ToMessage(transfer.Outbound{Request: r}))
+				assert.NoError(t, err, "a transferable request must be accepted by the peer")
+			}
+		})
+	}
+}

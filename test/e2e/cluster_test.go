@@ -211,6 +211,22 @@ func TestControlToken(t *testing.T) {
 	out, err := exec.Command(filepath.Join(binDir(t), "swdctl"), "--addr", addr, "status").CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), "SWD_CONTROL_TOKEN")
+
+	// Transfers need the token too: one without it is refused...
+	cc, err := grpc.NewClient(c.Info.Nodes[1].GRPC, testutil.Plaintext())
+	require.NoError(t, err)
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stream, err := swdv1.NewTransferClient(cc).Forward(ctx, &swdv1.ForwardRequest{Method: "GET", Path: "/work", RawQuery: "ms=1", FromNode: "node-0", Hops: 1})
+	require.NoError(t, err)
+	_, err = stream.Recv()
+	assert.Equal(t, codes.Unauthenticated, grpcstatus.Code(err), "%v", err)
+	assert.Zero(t, testutil.AppStats(t, c.Info.Nodes[1].App).Served, "a transfer without the token ran")
+	// ...while the nodes' own transfers, which carry it, go through.
+	answers := fire(client(), 20, func(int) string { return "http://" + c.Info.Nodes[0].HTTP + "/work?ms=50" })
+	assert.Equal(t, map[string]int{"200": 20}, countStatus(answers))
+	assert.Positive(t, testutil.AppStats(t, c.Info.Nodes[1].App).Served, "no transfer reached node-1")
 }
 
 // `swdctl local up` leaves no process behind, whether stopped with SIGINT
