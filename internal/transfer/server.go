@@ -108,11 +108,6 @@ func (s *Server) Forward(m *swdv1.ForwardRequest, stream swdv1.Transfer_ForwardS
 	if int(m.GetHops()) > s.cfg.MaxHops {
 		return refuse(stream, fmt.Errorf("%w: %d hops, at most %d", swderr.ErrHopLimit, m.GetHops(), s.cfg.MaxHops))
 	}
-	if m.GetFromNode() == s.cfg.NodeName {
-		// A node reaching itself through its advertised address means
-		// that address is wrong (loopback on a LAN): refuse, loudly.
-		return refuse(stream, fmt.Errorf("%w: transfer from this node to itself (is its advertised gRPC address reachable from other hosts?)", swderr.ErrNotMember))
-	}
 	if s.cfg.CheckMembership && !s.members.IsMember(m.GetFromNode()) {
 		return refuse(stream, fmt.Errorf("%w: %q", swderr.ErrNotMember, m.GetFromNode()))
 	}

@@ -306,7 +306,10 @@ func waitMembers(ctx context.Context, addr string, want int, timeout time.Durati
 	cl := swdv1.NewControlClient(cc)
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		// A short deadline: while the restarted process is not listening
+		// yet, a call waits for the connection until its deadline, which
+		// would otherwise dominate the measured time to heal.
+		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		s, err := cl.Status(cctx, &swdv1.StatusRequest{})
 		cancel()
 		if err == nil && int(s.GetMembers()) == want {
@@ -320,7 +323,7 @@ func waitMembers(ctx context.Context, addr string, want int, timeout time.Durati
 				return nil
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("no full membership within %s", timeout)
 }
