@@ -90,11 +90,6 @@ func appendEntry(b []byte, name string, boot, seq uint64, load, conc int, p Poli
 	return binary.AppendUvarint(b, uint64(age/time.Microsecond))
 }
 
-// entrySize is an upper bound of appendEntry's output for the given sizes.
-func entrySize(nameLen, policyLen int) int {
-	return 1 + nameLen + 8 + 10 + 5 + 5 + 1 + policyLen + 10 + 10 + 5
-}
-
 // parseMessage decodes b and calls visit for each entry (visit may be nil to
 // only validate). It validates the whole message before the first visit, so
 // a malformed message never reaches the view in part.
