@@ -22,15 +22,19 @@
 package transfer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/swd-project/swd/internal/swderr"
@@ -108,6 +112,9 @@ func (s *Server) Forward(m *swdv1.ForwardRequest, stream swdv1.Transfer_ForwardS
 	if int(m.GetHops()) > s.cfg.MaxHops {
 		return refuse(stream, fmt.Errorf("%w: %d hops, at most %d", swderr.ErrHopLimit, m.GetHops(), s.cfg.MaxHops))
 	}
+	if err := certNames(stream.Context(), m.GetFromNode()); err != nil {
+		return refuse(stream, err)
+	}
 	if s.cfg.CheckMembership && !s.members.IsMember(m.GetFromNode()) {
 		return refuse(stream, fmt.Errorf("%w: %q", swderr.ErrNotMember, m.GetFromNode()))
 	}
@@ -139,6 +146,27 @@ func (s *Server) Forward(m *swdv1.ForwardRequest, stream swdv1.Transfer_ForwardS
 // refusal: only such an answer proves the request was not taken (a
 // RESOURCE_EXHAUSTED raised by the client's own gRPC library does not).
 const RefusedKey = "swd-refused"
+
+// certNames binds a transfer's sender name to its certificate: over mTLS,
+// the verified client certificate's common name or one of its DNS names
+// must be the from_node it claims (`swdctl certs init NAME` makes such
+// certificates), so holding some certificate of the cluster's CA is not
+// enough to send as any member. Without TLS it checks nothing.
+func certNames(ctx context.Context, from string) error {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	cert := ti.State.VerifiedChains[0][0]
+	if cert.Subject.CommonName == from || slices.Contains(cert.DNSNames, from) {
+		return nil
+	}
+	return fmt.Errorf("%w: the client certificate (%q) does not name %q", swderr.ErrNotMember, cert.Subject.CommonName, from)
+}
 
 // NotRunKey marks a Forward that the peer admitted but that timed out in
 // its queue: the request never ran, and its deadline has passed.

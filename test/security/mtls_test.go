@@ -95,14 +95,17 @@ func TestMTLSRefusesClientsWithoutValidCertificate(t *testing.T) {
 	assert.Zero(t, testutil.AppStats(t, nd.App).Served, "a refused client's transfer reached the app")
 
 	// The control: a client with a certificate from the CA gets through on
-	// both services (the transfer names a member, the node itself).
+	// Control; on Transfer only with the certificate of the member it
+	// sends as (the node itself here).
 	cc := testutil.Dial(t, nd.GRPC, mtls(t, good, "admin"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	st, err := swdv1.NewControlClient(cc).Status(ctx, &swdv1.StatusRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, "node-0", st.GetNode())
-	a, err := forward(cc, workRequest("node-0"))
+	_, err = forward(cc, workRequest("node-0"))
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "an operator's certificate must not send as a node: %v", err)
+	a, err := forward(testutil.Dial(t, nd.GRPC, mtls(t, good, "node-0")), workRequest("node-0"))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, a.Status)
 	assert.EqualValues(t, 1, testutil.AppStats(t, nd.App).Served)

@@ -18,7 +18,7 @@ import (
 )
 
 // A forged transfer (a well-formed Transfer.Forward from a member name, as
-// a holder of any certificate of the cluster's CA could send) that tries to
+// a holder of that member's certificate could send) that tries to
 // reach another server runs only against the node's own app, or is
 // rejected before it reaches any app. "evil" is a second dummyapp on this
 // machine: it must see nothing. The same holds for the HTTP front: an
@@ -30,7 +30,9 @@ func TestForgedTransferNamingAnotherHostStaysLocal(t *testing.T) {
 	dir := certsInit(t, "node-0", "admin")
 	evil := startApp(t, "evil")
 	nd := oneNode(t, "node-0", tlsFlags(dir, "node-0")...)
-	cc := testutil.Dial(t, nd.GRPC, mtls(t, dir, "admin"))
+	// The forger holds the member's own certificate: the strongest
+	// position short of the CA key.
+	cc := testutil.Dial(t, nd.GRPC, mtls(t, dir, "node-0"))
 
 	with := func(f func(m *swdv1.ForwardRequest)) *swdv1.ForwardRequest {
 		m := workRequest("node-0") // the node itself is always a member
@@ -153,6 +155,8 @@ func TestForgedTransferFromNonMemberRefused(t *testing.T) {
 		{"member name in upper case", "NODE-0", 1},
 		// a member, but more hops than --max-hops allows (default 1)
 		{"hop limit", "node-0", 2},
+		// a member's name, sent with a certificate that names someone else
+		{"member name with another certificate", "node-0", 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
