@@ -109,8 +109,10 @@ type Cluster struct {
 	closed bool
 	down   atomic.Bool // closed, for callbacks that must not take lifeMu
 	left   atomic.Bool
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	// muted stops load dissemination (Mute).
+	muted atomic.Bool
+	stop  chan struct{}
+	wg    sync.WaitGroup
 	// direct mode send buffers, owned by the gossip goroutine
 	sent, frame []byte
 }
@@ -339,6 +341,12 @@ func (c *Cluster) Stats() Stats {
 	}
 }
 
+// Mute stops disseminating this member's load while it stays a member: the
+// others see its entry go stale within StaleAfter and stop planning
+// transfers to it, yet still accept the transfers it sends them. A draining
+// node mutes itself first, so peers stop sending it work it would refuse.
+func (c *Cluster) Mute() { c.muted.Store(true) }
+
 // Leave announces a graceful departure and waits up to timeout (0: no limit)
 // for the announcement to go out; the others drop this member at once
 // instead of waiting for failure detection. The member stops gossiping load
@@ -392,7 +400,9 @@ func (c *Cluster) gossipLoop() {
 	t := time.NewTicker(c.cfg.GossipInterval)
 	defer t.Stop()
 	for {
-		c.sendDirect()
+		if !c.muted.Load() {
+			c.sendDirect()
+		}
 		select {
 		case <-t.C:
 		case <-c.stop:
@@ -462,6 +472,9 @@ func (c *Cluster) appendOwn(b []byte) []byte {
 // as many fresh entries of other nodes as fit in budget bytes, starting at a
 // rotating position so that every entry gets its turn when not all fit.
 func (c *Cluster) piggybackMessage(budget int) []byte {
+	if c.muted.Load() {
+		return nil
+	}
 	r, now := c.ring.Load(), time.Now()
 	if len(r.all) < 2 {
 		return nil

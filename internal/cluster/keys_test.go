@@ -90,3 +90,20 @@ func TestKeysNeedEncryption(t *testing.T) {
 	_, err := n.KeyFingerprints()
 	assert.ErrorIs(t, err, ErrNoEncryption)
 }
+
+// TestMute: a muted member stays a member, but the others see its load
+// entry go stale, and it still sees theirs.
+func TestMute(t *testing.T) {
+	checkLeaks(t)
+	a := start(t, testConfig("mute-a"), newLocal(1))
+	b := start(t, testConfig("mute-b", a.GossipAddr()), newLocal(2))
+	waitMembers(t, []tnode{a, b}, 2)
+	require.Eventually(t, func() bool { return allKnown(a, 2) && allKnown(b, 2) }, waitShort, poll)
+	b.Mute()
+	require.Eventually(t, func() bool {
+		p, ok := a.Peer("mute-b")
+		return ok && !p.Known
+	}, waitShort, poll, "a muted member's entry must go stale")
+	assert.True(t, a.IsMember("mute-b"), "a muted member stays a member")
+	assert.True(t, allKnown(b, 2), "a muted member still hears the others")
+}

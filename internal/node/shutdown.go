@@ -23,6 +23,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 	if n.q != nil {
 		n.q.Drain()
 	}
+	if n.cl != nil {
+		n.cl.Mute() // peers stop planning transfers to us within StaleAfter
+	}
 	close(n.drainCh)
 	dctx, cancel := context.WithTimeout(ctx, n.cfg.DrainTimeout)
 	defer cancel()
