@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -556,8 +555,7 @@ func (n *Node) backends() []proxy.Backend {
 		}
 		out = append(out, proxy.Backend{Name: p.Name, GRPCAddr: p.GRPCAddr})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return out // Peers is sorted by name: ring order
 }
 
 // clusterBacklog counts the requests waiting and the slots serving them
