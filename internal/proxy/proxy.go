@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -222,7 +223,7 @@ func New(cfg Config, q *queue.Queue, fwd *transfer.Client, peers Peers, m *metri
 				pr.Out.Header.Set("X-Forwarded-Proto", p.in.Scheme)
 			}
 		},
-		Transport:    newAppTransport(),
+		Transport:    releasingTransport{newAppTransport()},
 		ErrorHandler: h.appError,
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
@@ -247,6 +248,42 @@ func newAppTransport() *http.Transport {
 
 type ctxKey struct{}
 
+// releasingTransport frees a request's app slot when the app's answer has
+// been read to its end or closed, so a slow client reading a large answer
+// does not hold the slot the app no longer uses. Upgrade answers (101) are
+// left alone: their body is the connection itself.
+type releasingTransport struct{ http.RoundTripper }
+
+func (rt releasingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rt.RoundTripper.RoundTrip(req)
+	if err != nil || resp == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		return resp, err
+	}
+	if p, ok := req.Context().Value(ctxKey{}).(*pending); ok && p.release != nil {
+		resp.Body = &releaseOnEOF{ReadCloser: resp.Body, release: p.release}
+	}
+	return resp, nil
+}
+
+type releaseOnEOF struct {
+	io.ReadCloser
+	release func()
+}
+
+func (b *releaseOnEOF) Read(x []byte) (int, error) {
+	n, err := b.ReadCloser.Read(x)
+	if err == io.EOF {
+		b.release()
+	}
+	return n, err
+}
+
+func (b *releaseOnEOF) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
+	return err
+}
+
 // abortServer marks a transferred request's context so ReverseProxy aborts
 // broken answers (see ServeTransferred).
 var abortServer = &http.Server{}
@@ -264,6 +301,8 @@ type pending struct {
 	in      *transfer.Inbound // set for requests transferred here
 	// appOutcome is set by appError when the app did not answer.
 	appOutcome string
+	// release frees the app slot (once); set while serving locally.
+	release func()
 }
 
 // ServeHTTP serves a client request.
@@ -433,7 +472,22 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p
 }
 
 func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending) {
-	defer h.q.Done(t)
+	ctx := r.Context()
+	var began time.Time
+	var once sync.Once
+	// The slot is released as soon as the app's answer has been read to
+	// its end (see releasingTransport), not when a slow client has taken
+	// all of it: the app is free then. Whatever happens, at the latest
+	// when serving ends.
+	p.release = func() {
+		once.Do(func() {
+			h.q.Done(t)
+			if ctx.Err() == nil && !began.IsZero() {
+				h.service.observe(time.Since(began))
+			}
+		})
+	}
+	defer p.release()
 	h.m.QueueWait.Observe(time.Since(t.Pushed()).Seconds())
 	switch {
 	case p.body != nil:
@@ -443,11 +497,8 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 		r.Body = io.NopCloser(p.stream)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
-	began := time.Now()
+	began = time.Now()
 	h.rp.ServeHTTP(w, r)
-	if r.Context().Err() == nil {
-		h.service.observe(time.Since(began))
-	}
 	if h.log.Enabled(r.Context(), slog.LevelDebug) {
 		h.log.Debug("request served locally", "id", p.id, "method", r.Method, "transferred_in", p.in != nil,
 			"wait", time.Since(t.Pushed()).String())
