@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -119,7 +118,7 @@ environment, which wins over the file.`,
 }
 
 func run(ctx context.Context, f *flags, stderr io.Writer) error {
-	log, err := newLogger(stderr, f.logLevel, f.logFormat)
+	log, err := config.NewLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
 	}
@@ -186,17 +185,3 @@ func run(ctx context.Context, f *flags, stderr io.Writer) error {
 	return n.Shutdown(context.Background())
 }
 
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", format)
-}

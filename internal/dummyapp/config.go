@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"time"
+
+	"github.com/swd-project/swd/internal/config"
 )
 
 // Mode is how the application spends a request's service time.
@@ -100,28 +102,10 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil || s == "" {
-		return 0, fmt.Errorf("log-level %q: want debug, info, warn or error", s)
-	}
-	return l, nil
-}
+func parseLevel(s string) (slog.Level, error) { return config.ParseLogLevel(s) }
 
 // NewLogger returns a slog logger writing to w at level (debug, info, warn,
-// error) in format (text or json).
+// error) in format (text or json); see config.NewLogger.
 func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	l, err := parseLevel(level)
-	if err != nil {
-		return nil, err
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	default:
-		return nil, fmt.Errorf("log-format %q: want text or json", format)
-	}
+	return config.NewLogger(w, level, format)
 }
