@@ -60,36 +60,28 @@ func (r Row) Failed(maxErrorRate float64) bool {
 	return r.Requests == 0 || r.Errors >= r.Requests || r.ErrorRate() > maxErrorRate || math.IsNaN(r.MeanMs)
 }
 
+// rowJSON is a Row on the wire: statistics that are NaN are null.
+type rowJSON struct {
+	Policy   string   `json:"policy"`
+	Rate     float64  `json:"rate"`
+	Requests int      `json:"requests"`
+	Errors   int      `json:"errors"`
+	MeanMs   *float64 `json:"mean_ms"`
+	P50Ms    *float64 `json:"p50_ms"`
+	P95Ms    *float64 `json:"p95_ms"`
+	P99Ms    *float64 `json:"p99_ms"`
+	P995Ms   *float64 `json:"p995_ms"`
+}
+
 // MarshalJSON writes NaN statistics as null.
 func (r Row) MarshalJSON() ([]byte, error) {
-	type row struct {
-		Policy   string   `json:"policy"`
-		Rate     float64  `json:"rate"`
-		Requests int      `json:"requests"`
-		Errors   int      `json:"errors"`
-		MeanMs   *float64 `json:"mean_ms"`
-		P50Ms    *float64 `json:"p50_ms"`
-		P95Ms    *float64 `json:"p95_ms"`
-		P99Ms    *float64 `json:"p99_ms"`
-		P995Ms   *float64 `json:"p995_ms"`
-	}
-	return json.Marshal(row{r.Policy, r.Rate, r.Requests, r.Errors,
+	return json.Marshal(rowJSON{r.Policy, r.Rate, r.Requests, r.Errors,
 		finite(r.MeanMs), finite(r.P50Ms), finite(r.P95Ms), finite(r.P99Ms), finite(r.P995Ms)})
 }
 
 // UnmarshalJSON reads null statistics as NaN.
 func (r *Row) UnmarshalJSON(b []byte) error {
-	var v struct {
-		Policy   string   `json:"policy"`
-		Rate     float64  `json:"rate"`
-		Requests int      `json:"requests"`
-		Errors   int      `json:"errors"`
-		MeanMs   *float64 `json:"mean_ms"`
-		P50Ms    *float64 `json:"p50_ms"`
-		P95Ms    *float64 `json:"p95_ms"`
-		P99Ms    *float64 `json:"p99_ms"`
-		P995Ms   *float64 `json:"p995_ms"`
-	}
+	var v rowJSON
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}

@@ -155,20 +155,52 @@ func (s *Service) SetPolicy(ctx context.Context, req *swdv1.SetPolicyRequest) (*
 		}
 		return resp, nil
 	}
+	resp.Results = append(resp.Results, fanout(ctx, s, func(ctx context.Context, t Target, cl swdv1.ControlClient, err error) *swdv1.NodeResult {
+		r := &swdv1.NodeResult{Node: t.Name, Addr: t.GRPCAddr}
+		var got *swdv1.SetPolicyResponse
+		if err == nil {
+			got, err = cl.SetPolicy(ctx, &swdv1.SetPolicyRequest{
+				Name: req.GetName(), Epoch: epoch, ActivationIntervalNanos: int64(act),
+			}, grpc.WaitForReady(false))
+		}
+		if err != nil {
+			r.Error = err.Error()
+		} else if len(got.GetResults()) > 0 {
+			g := got.GetResults()[0]
+			r.Ok, r.Error, r.State = g.GetOk(), g.GetError(), g.GetState()
+		}
+		return r
+	})...)
+	return resp, nil
+}
+
+// fanout runs call for every other member concurrently, each with its own
+// FanoutTimeout deadline and the token; err is set when no connection could
+// be had. Results come in member-name order.
+func fanout[R any](ctx context.Context, s *Service, call func(ctx context.Context, t Target, cl swdv1.ControlClient, err error) R) []R {
 	others := s.node.Others()
-	results := make([]*swdv1.NodeResult, len(others))
+	sort.Slice(others, func(i, j int) bool { return others[i].Name < others[j].Name })
+	results := make([]R, len(others))
 	var wg sync.WaitGroup
 	for i, t := range others {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = s.remote(ctx, t, req.GetName(), epoch, act)
+			cc, err := s.node.Conn(t.GRPCAddr)
+			var cl swdv1.ControlClient
+			if err == nil {
+				cl = swdv1.NewControlClient(cc)
+			}
+			cctx, cancel := context.WithTimeout(ctx, s.cfg.FanoutTimeout)
+			defer cancel()
+			if s.cfg.Token != "" {
+				cctx = metadata.AppendToOutgoingContext(cctx, "authorization", "Bearer "+s.cfg.Token)
+			}
+			results[i] = call(cctx, t, cl, err)
 		}()
 	}
 	wg.Wait()
-	sort.Slice(results, func(i, j int) bool { return results[i].GetNode() < results[j].GetNode() })
-	resp.Results = append(resp.Results, results...)
-	return resp, nil
+	return results
 }
 
 func (s *Service) apply(node, addr, name string, epoch int64, act time.Duration) *swdv1.NodeResult {
@@ -176,32 +208,6 @@ func (s *Service) apply(node, addr, name string, epoch int64, act time.Duration)
 	r := &swdv1.NodeResult{Node: node, Addr: addr, Ok: err == nil, State: st.ToProto()}
 	if err != nil {
 		r.Error = err.Error()
-	}
-	return r
-}
-
-func (s *Service) remote(ctx context.Context, t Target, name string, epoch int64, act time.Duration) *swdv1.NodeResult {
-	r := &swdv1.NodeResult{Node: t.Name, Addr: t.GRPCAddr}
-	cc, err := s.node.Conn(t.GRPCAddr)
-	if err != nil {
-		r.Error = err.Error()
-		return r
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.FanoutTimeout)
-	defer cancel()
-	if s.cfg.Token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+s.cfg.Token)
-	}
-	resp, err := swdv1.NewControlClient(cc).SetPolicy(ctx, &swdv1.SetPolicyRequest{
-		Name: name, Epoch: epoch, ActivationIntervalNanos: int64(act),
-	}, grpc.WaitForReady(false))
-	if err != nil {
-		r.Error = err.Error()
-		return r
-	}
-	if len(resp.GetResults()) > 0 {
-		got := resp.GetResults()[0]
-		r.Ok, r.Error, r.State = got.GetOk(), got.GetError(), got.GetState()
 	}
 	return r
 }
@@ -241,39 +247,20 @@ func (s *Service) GossipKeys(ctx context.Context, req *swdv1.GossipKeyRequest) (
 		}
 		return resp, nil
 	}
-	others := s.node.Others()
-	results := make([]*swdv1.NodeKeys, len(others))
-	var wg sync.WaitGroup
-	for i, t := range others {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := &swdv1.NodeKeys{Node: t.Name}
-			results[i] = r
-			cc, err := s.node.Conn(t.GRPCAddr)
-			if err != nil {
-				r.Error = err.Error()
-				return
-			}
-			cctx, cancel := context.WithTimeout(ctx, s.cfg.FanoutTimeout)
-			defer cancel()
-			if s.cfg.Token != "" {
-				cctx = metadata.AppendToOutgoingContext(cctx, "authorization", "Bearer "+s.cfg.Token)
-			}
-			got, err := swdv1.NewControlClient(cc).GossipKeys(cctx, &swdv1.GossipKeyRequest{Op: req.GetOp(), Key: req.GetKey()})
-			if err != nil {
-				r.Error = err.Error()
-				return
-			}
-			if len(got.GetResults()) > 0 {
-				g := got.GetResults()[0]
-				r.Ok, r.Error, r.Fingerprints = g.GetOk(), g.GetError(), g.GetFingerprints()
-			}
-		}()
-	}
-	wg.Wait()
-	sort.Slice(results, func(i, j int) bool { return results[i].GetNode() < results[j].GetNode() })
-	resp.Results = append(resp.Results, results...)
+	resp.Results = append(resp.Results, fanout(ctx, s, func(ctx context.Context, t Target, cl swdv1.ControlClient, err error) *swdv1.NodeKeys {
+		r := &swdv1.NodeKeys{Node: t.Name}
+		var got *swdv1.GossipKeyResponse
+		if err == nil {
+			got, err = cl.GossipKeys(ctx, &swdv1.GossipKeyRequest{Op: req.GetOp(), Key: req.GetKey()})
+		}
+		if err != nil {
+			r.Error = err.Error()
+		} else if len(got.GetResults()) > 0 {
+			g := got.GetResults()[0]
+			r.Ok, r.Error, r.Fingerprints = g.GetOk(), g.GetError(), g.GetFingerprints()
+		}
+		return r
+	})...)
 	return resp, nil
 }
 
