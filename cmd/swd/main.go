@@ -184,4 +184,3 @@ func run(ctx context.Context, f *flags, stderr io.Writer) error {
 	}()
 	return n.Shutdown(context.Background())
 }
-
