@@ -41,19 +41,19 @@ lint: tools ## go vet, gofmt check, staticcheck, govulncheck
 
 bench: build ## print performance figures: micro-benchmarks, swd's added latency and throughput, one transfer hop
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/queue/ ./internal/policy/ ./internal/sim/
-	$(GO) run ./test/benchproxy
+	$(GO) run ./test/bench/proxy
 
 bench-conns: build ## swd's memory with ~20,000 idle client connections (RSS before/after)
-	$(GO) run ./test/connbench --bin-dir $(BIN)
+	$(GO) run ./test/bench/conns --bin-dir $(BIN)
 
 bench-transfers: build ## transfers per request of ll, nu, nu-exact at 50 % and 90 % load, real cluster vs simulator
-	$(GO) run ./test/transferbench --bin-dir $(BIN)
+	$(GO) run ./test/bench/transfers --bin-dir $(BIN)
 
 bench-goodput: build ## goodput at 1x, 2x and 5x capacity for every policy (no congestion collapse)
-	$(GO) run ./test/goodput --bin-dir $(BIN)
+	$(GO) run ./test/bench/goodput --bin-dir $(BIN)
 
 bench-gossip: ## gossip entry age, bytes/s and CPU per node at 16, 32 and 64 nodes
-	$(GO) run ./test/gossipbench -nodes 16,32,64
+	$(GO) run ./test/bench/gossip -nodes 16,32,64
 
 chaos: build ## 8 nodes at 70 % load for 60 s, a node SIGKILLed and restarted every 10 s; prints every request's fate
 	$(GO) run ./test/chaos/cmd/chaos --bin-dir $(BIN)

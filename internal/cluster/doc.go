@@ -45,7 +45,7 @@
 // Malformed and foreign messages are counted in Stats and dropped, and a
 // message is validated whole before any of it reaches the view.
 //
-// The mechanism was chosen by measurement (test/gossipbench, docs/gossip.md).
+// The mechanism was chosen by measurement (test/bench/gossip, docs/gossip.md).
 // On loopback, with 16 nodes in one process on a shared 2-core machine, the
 // direct mechanism kept peers' entries at p50 10 ms and p99 21-27 ms (about
 // one interval). It cost 0.92-1.09 % of a core per node, of which 0.19 % is

@@ -1,4 +1,4 @@
-// Command goodput measures congestion behaviour: for each policy, a local
+// Command goodput (test/bench/goodput) measures congestion behaviour: for each policy, a local
 // cluster is offered 1x, 2x and 5x its capacity, and the goodput (answers
 // within the deadline per second) is printed with its ratio to goodput at
 // 1x. Requests are 20 ms (sleep-mode apps, m = 1), so capacity is
@@ -35,7 +35,7 @@ func main() {
 	binDir := flag.String("bin-dir", "bin", "directory holding swd, dummyapp")
 	flag.Parse()
 	if err := run(*nodes, *dur, *deadline, *qt, strings.Split(*policies, ","), *binDir); err != nil {
-		fmt.Fprintln(os.Stderr, "goodput:", err)
+		fmt.Fprintln(os.Stderr, "bench/goodput:", err)
 		os.Exit(1)
 	}
 }

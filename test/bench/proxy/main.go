@@ -1,4 +1,4 @@
-// Command benchproxy measures what swd adds in front of an application:
+// Command proxy (test/bench/proxy) measures what swd adds in front of an application:
 // latency (p50, p99) at a fixed open-loop rate against a zero-time app,
 // compared with calling the app directly, and the most requests per second
 // swd passes through with a large m. It runs everything in one process on
@@ -37,7 +37,7 @@ func main() {
 	}
 	if err := run(*rate, *dur, *workers); err != nil {
 		pprof.StopCPUProfile()
-		fmt.Fprintln(os.Stderr, "benchproxy:", err)
+		fmt.Fprintln(os.Stderr, "bench/proxy:", err)
 		os.Exit(1)
 	}
 }

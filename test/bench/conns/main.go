@@ -1,4 +1,4 @@
-// Command connbench measures swd's memory with many open client
+// Command conns (test/bench/conns) measures swd's memory with many open client
 // connections: it starts one swd + dummyapp, opens --conns keep-alive
 // connections that each complete one request and then stay idle, and
 // prints swd's resident set size before and after, and per connection.
@@ -27,7 +27,7 @@ func main() {
 	binDir := flag.String("bin-dir", "bin", "directory holding swd and dummyapp")
 	flag.Parse()
 	if err := run(*conns, *binDir); err != nil {
-		fmt.Fprintln(os.Stderr, "connbench:", err)
+		fmt.Fprintln(os.Stderr, "bench/conns:", err)
 		os.Exit(1)
 	}
 }

@@ -1,4 +1,4 @@
-// Command gossipbench measures SWD's load gossip: it starts N cluster
+// Command gossip (test/bench/gossip) measures SWD's load gossip: it starts N cluster
 // members in this process on loopback (free ports), lets them settle, then
 // for a measurement window samples every member's View at random moments
 // and reports the age of peers' entries (p50, p99, max), the gossip bytes/s
@@ -7,7 +7,7 @@
 // one member (Shutdown without Leave) and makes another leave, and reports
 // how long the others take to notice.
 //
-//	go run ./test/gossipbench -nodes 16,32,64 -mechanism direct,piggyback
+//	go run ./test/bench/gossip -nodes 16,32,64 -mechanism direct,piggyback
 package main
 
 import (
@@ -46,11 +46,11 @@ func main() {
 	if *cpuProf != "" {
 		f, err := os.Create(*cpuProf)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "gossipbench: %v\n", err)
+			fmt.Fprintf(os.Stderr, "bench/gossip: %v\n", err)
 			os.Exit(1)
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(os.Stderr, "gossipbench: %v\n", err)
+			fmt.Fprintf(os.Stderr, "bench/gossip: %v\n", err)
 			os.Exit(1)
 		}
 		defer pprof.StopCPUProfile()
@@ -62,7 +62,7 @@ func main() {
 		for _, ns := range strings.Split(*nodesFlag, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(ns))
 			if err != nil || n < 2 {
-				fmt.Fprintf(os.Stderr, "gossipbench: bad cluster size %q\n", ns)
+				fmt.Fprintf(os.Stderr, "bench/gossip: bad cluster size %q\n", ns)
 				os.Exit(2)
 			}
 			res, err := run(params{
@@ -70,7 +70,7 @@ func main() {
 				settle: *settle, window: *window, sample: *sample, failures: *failures, verbose: *verbose, encrypt: *encrypt,
 			})
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "gossipbench: %s n=%d: %v\n", mech, n, err)
+				fmt.Fprintf(os.Stderr, "bench/gossip: %s n=%d: %v\n", mech, n, err)
 				pprof.StopCPUProfile()
 				os.Exit(1)
 			}
@@ -168,7 +168,7 @@ func run(p params) (result, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for !converged(members, p.n) {
 		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "gossipbench: %s n=%d: views not all complete and known after 60s; measuring anyway\n", p.mech, p.n)
+			fmt.Fprintf(os.Stderr, "bench/gossip: %s n=%d: views not all complete and known after 60s; measuring anyway\n", p.mech, p.n)
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -205,7 +205,7 @@ func run(p params) (result, error) {
 	for i, c := range members {
 		s := c.Stats()
 		if s.SendErrors > 0 || s.DroppedMalformed > 0 {
-			fmt.Fprintf(os.Stderr, "gossipbench: %s: %d send errors, %d malformed received\n", c.Ring()[0], s.SendErrors, s.DroppedMalformed)
+			fmt.Fprintf(os.Stderr, "bench/gossip: %s: %d send errors, %d malformed received\n", c.Ring()[0], s.SendErrors, s.DroppedMalformed)
 		}
 		pkts += s.PacketsSent - before[i].PacketsSent
 		pktBytes += s.PacketBytesSent - before[i].PacketBytesSent
@@ -239,7 +239,7 @@ func detect(members []*cluster.Cluster, victim int, stop func(*cluster.Cluster) 
 	name := fmt.Sprintf("node-%02d", victim)
 	start := time.Now()
 	if err := stop(members[victim]); err != nil {
-		fmt.Fprintf(os.Stderr, "gossipbench: stopping %s: %v\n", name, err)
+		fmt.Fprintf(os.Stderr, "bench/gossip: stopping %s: %v\n", name, err)
 	}
 	for time.Since(start) < 30*time.Second {
 		gone := true

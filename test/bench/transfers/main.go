@@ -1,4 +1,4 @@
-// Command transferbench measures what moving requests costs: how many
+// Command transfers (test/bench/transfers) measures what moving requests costs: how many
 // transfers each transfer policy makes per request at 50 % and 90 % load on
 // a local cluster (real processes), next to the simulator's figure for the
 // same setup. It prints one table.
@@ -31,7 +31,7 @@ func main() {
 	policies := flag.String("policies", "ll,nu,nu-exact", "transfer policies to measure")
 	flag.Parse()
 	if err := run(*nodes, *dur, *binDir, *scale, *placement, strings.Split(*policies, ",")); err != nil {
-		fmt.Fprintln(os.Stderr, "transferbench:", err)
+		fmt.Fprintln(os.Stderr, "bench/transfers:", err)
 		os.Exit(1)
 	}
 }
