@@ -90,6 +90,12 @@ type Config struct {
 	// them. It is a study knob: docs/sim.md uses it to test whether the
 	// paper's realised sizes were lighter tailed than its lognormal.
 	SizeCap time.Duration
+	// SnapshotBursts, with a dispatch policy, places every request of a
+	// burst (same arrival instant) on the outstanding counts the dispatcher
+	// had when the burst arrived, as a dispatcher issuing a burst's requests
+	// in parallel would. False (the default) updates the counts between
+	// them. A study knob (docs/sim-hypotheses.md).
+	SnapshotBursts bool
 }
 
 // DefaultConfig returns the paper's setting: 16 nodes, m = 1, nu, the
