@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
-	"github.com/swd-project/swd/loadgen"
+	"github.com/swd-project/swd/internal/loadgen"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 

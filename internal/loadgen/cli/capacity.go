@@ -3,7 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/swd-project/swd/loadgen"
+	"github.com/swd-project/swd/internal/loadgen"
 )
 
 func newCapacityCommand(e *env) *cobra.Command {
