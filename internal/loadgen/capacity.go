@@ -8,101 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/swd-project/swd/internal/stats"
 )
-
-// Bound says how a Capacity relates to the measured rates.
-type Bound int
-
-const (
-	// Interpolated: the PRT crosses the limit between two measured rates
-	// (or reaches it exactly at one); Rate is where.
-	Interpolated Bound = iota
-	// AtLeast: the PRT stays within the limit at every measured rate; the
-	// capacity is at least Rate, the highest one.
-	AtLeast
-	// Below: the PRT is already over the limit at the lowest measured
-	// rate; the capacity is below Rate, the lowest one.
-	Below
-)
-
-// MarshalText writes the bound's name.
-func (b Bound) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
-
-// UnmarshalText reads a bound's name.
-func (b *Bound) UnmarshalText(t []byte) error {
-	for _, c := range []Bound{Interpolated, AtLeast, Below} {
-		if c.String() == string(t) {
-			*b = c
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown capacity bound %q", t)
-}
-
-func (b Bound) String() string {
-	switch b {
-	case AtLeast:
-		return "at_least"
-	case Below:
-		return "below"
-	default:
-		return "interpolated"
-	}
-}
-
-// Point is one measured rate and its x-th PRT in ms (+Inf: failed).
-type Point struct {
-	Rate  float64
-	PRTMs float64
-}
-
-// CapacityAt returns the x-th percentile capacity of points against
-// limitMs, by the spec's linear interpolation: points are taken in rate
-// order; the PRT is assumed linear in the rate between adjacent points; the
-// capacity is where that line first rises above the limit. A PRT equal to
-// the limit is within it.
-//
-// Non-monotone inputs: the first crossing counts. A PRT that rises above
-// the limit and comes back under it at a higher rate does not raise the
-// capacity (a capacity is a rate up to which the PRT stays within the
-// limit). A failed point (PRT +Inf or NaN) is over any limit, and a
-// crossing into one sits at the previous rate.
-//
-// It returns AtLeast with the highest rate when the PRT never crosses, and
-// Below with the lowest rate when the first point is already over.
-func CapacityAt(points []Point, limitMs float64) (rate float64, bound Bound, err error) {
-	if len(points) == 0 {
-		return 0, 0, errors.New("no measured rates to compute a capacity from")
-	}
-	if !(limitMs > 0) || math.IsInf(limitMs, 0) {
-		return 0, 0, fmt.Errorf("limit must be a positive response time, got %v ms", limitMs)
-	}
-	ps := append([]Point(nil), points...)
-	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Rate < ps[j].Rate })
-	for i := range ps {
-		if i > 0 && ps[i].Rate == ps[i-1].Rate {
-			return 0, 0, fmt.Errorf("rate %v is measured twice", ps[i].Rate)
-		}
-		if math.IsNaN(ps[i].PRTMs) {
-			ps[i].PRTMs = math.Inf(1)
-		}
-	}
-	if ps[0].PRTMs > limitMs {
-		return ps[0].Rate, Below, nil
-	}
-	for i := 1; i < len(ps); i++ {
-		a, b := ps[i-1], ps[i]
-		if b.PRTMs <= limitMs {
-			continue
-		}
-		if math.IsInf(b.PRTMs, 1) {
-			return a.Rate, Interpolated, nil
-		}
-		// a.PRT <= limit < b.PRT, so the slope is positive.
-		return a.Rate + (limitMs-a.PRTMs)*(b.Rate-a.Rate)/(b.PRTMs-a.PRTMs), Interpolated, nil
-	}
-	return ps[len(ps)-1].Rate, AtLeast, nil
-}
 
 // Capacity is one policy's x-th percentile capacity.
 type Capacity struct {
@@ -110,17 +18,17 @@ type Capacity struct {
 	Percentile float64 `json:"percentile"`
 	LimitMs    float64 `json:"limit_ms"`
 	// Rate is the capacity in requests per second, read with Bound.
-	Rate  float64 `json:"rate"`
-	Bound Bound   `json:"bound"`
+	Rate  float64     `json:"rate"`
+	Bound stats.Bound `json:"bound"`
 }
 
 // String renders the capacity: "287.3", "≥ 360" or "< 40".
 func (c Capacity) String() string {
 	r := strconv.FormatFloat(c.Rate, 'f', 1, 64)
 	switch c.Bound {
-	case AtLeast:
+	case stats.AtLeast:
 		return "≥ " + FormatRate(c.Rate)
-	case Below:
+	case stats.Below:
 		return "< " + FormatRate(c.Rate)
 	}
 	return r
@@ -228,7 +136,7 @@ func Capacities(rows []Row, limits []Limit, maxErrorRate float64) ([]Capacity, e
 	var out []Capacity
 	for _, pol := range Policies(rows) {
 		for _, l := range limits {
-			var pts []Point
+			var pts []stats.Point
 			for _, r := range rows {
 				if r.Policy != pol {
 					continue
@@ -240,9 +148,9 @@ func Capacities(rows []Row, limits []Limit, maxErrorRate float64) ([]Capacity, e
 				if r.Failed(maxErrorRate) {
 					v = math.Inf(1)
 				}
-				pts = append(pts, Point{Rate: r.Rate, PRTMs: v})
+				pts = append(pts, stats.Point{Rate: r.Rate, PRTMs: v})
 			}
-			rate, bound, err := CapacityAt(pts, l.Ms)
+			rate, bound, err := stats.CapacityAt(pts, l.Ms)
 			if err != nil {
 				return nil, fmt.Errorf("policy %s: %w", pol, err)
 			}

@@ -2,93 +2,25 @@ package loadgen
 
 import (
 	"encoding/json"
-	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/swd-project/swd/internal/stats"
 )
-
-func TestCapacityAt(t *testing.T) {
-	inf := math.Inf(1)
-	cases := []struct {
-		name   string
-		points []Point
-		limit  float64
-		rate   float64
-		bound  Bound
-	}{
-		// Crosses between 120 (200 ms) and 200 (400 ms): 120 + (300-200)/(400-200)*80 = 160.
-		{"crossing", []Point{{40, 100}, {120, 200}, {200, 400}}, 300, 160, Interpolated},
-		// A PRT equal to the limit is within it; the line leaves it right there: 120.
-		{"equal at a point", []Point{{40, 100}, {120, 200}, {200, 400}}, 200, 120, Interpolated},
-		// Never crosses: at least the highest rate.
-		{"never crosses", []Point{{40, 100}, {120, 200}, {200, 400}}, 500, 200, AtLeast},
-		// Over already at the lowest rate: below it.
-		{"over at lowest", []Point{{40, 100}, {120, 200}, {200, 400}}, 50, 40, Below},
-		// Non-monotone: over at 120, back under at 200; the first crossing
-		// counts: 40 + (250-100)/(300-100)*80 = 100.
-		{"non-monotone, first crossing", []Point{{40, 100}, {120, 300}, {200, 200}, {240, 600}}, 250, 100, Interpolated},
-		// Non-monotone dip below the limit, then a crossing:
-		// 120 + (250-90)/(400-90)*80 = 161.290...
-		{"dip then cross", []Point{{40, 100}, {120, 90}, {200, 400}}, 250, 120 + 160.0*80/310, Interpolated},
-		// A failed rate is over any limit; the crossing sits at the previous rate.
-		{"failed point", []Point{{40, 100}, {120, inf}}, 250, 40, Interpolated},
-		// NaN (no successful request) counts as failed.
-		{"NaN point", []Point{{40, 100}, {120, 200}, {200, math.NaN()}}, 250, 120, Interpolated},
-		// Input order does not matter: points are sorted by rate (case 1 shuffled).
-		{"unsorted", []Point{{200, 400}, {40, 100}, {120, 200}}, 300, 160, Interpolated},
-		// One point within: at least that rate.
-		{"single within", []Point{{80, 100}}, 200, 80, AtLeast},
-		// One point over: below that rate.
-		{"single over", []Point{{80, 300}}, 200, 80, Below},
-		// The paper's shape: flat then steep. 280 + (279-250)/(400-250)*40 = 287.733...
-		{"paper-like", []Point{{40, 150}, {120, 160}, {200, 190}, {240, 210}, {280, 250}, {320, 400}}, 279, 280 + 29.0*40/150, Interpolated},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			rate, bound, err := CapacityAt(c.points, c.limit)
-			require.NoError(t, err)
-			assert.Equal(t, c.bound, bound)
-			assert.InDelta(t, c.rate, rate, 1e-9)
-		})
-	}
-}
-
-func TestCapacityAtErrors(t *testing.T) {
-	cases := []struct {
-		name   string
-		points []Point
-		limit  float64
-		want   string
-	}{
-		// Nothing to interpolate.
-		{"no points", nil, 100, "no measured rates"},
-		// The same rate twice is ambiguous.
-		{"duplicate rate", []Point{{40, 1}, {40, 2}}, 100, "measured twice"},
-		// A limit must be a positive time.
-		{"zero limit", []Point{{40, 1}}, 0, "limit must be"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, _, err := CapacityAt(c.points, c.limit)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), c.want)
-		})
-	}
-}
 
 func TestCapacityString(t *testing.T) {
 	assert.Equal(t, "287.7", Capacity{Rate: 287.73}.String())
-	assert.Equal(t, "≥ 360", Capacity{Rate: 360, Bound: AtLeast}.String())
-	assert.Equal(t, "< 40", Capacity{Rate: 40, Bound: Below}.String())
-	b, err := json.Marshal(Capacity{Policy: "nu", Rate: 40, Bound: Below})
+	assert.Equal(t, "≥ 360", Capacity{Rate: 360, Bound: stats.AtLeast}.String())
+	assert.Equal(t, "< 40", Capacity{Rate: 40, Bound: stats.Below}.String())
+	b, err := json.Marshal(Capacity{Policy: "nu", Rate: 40, Bound: stats.Below})
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"bound":"below"`)
 	var c Capacity
 	require.NoError(t, json.Unmarshal(b, &c))
-	assert.Equal(t, Below, c.Bound)
+	assert.Equal(t, stats.Below, c.Bound)
 }
 
 // rowsFor builds rows of one policy with the given p95 PRTs (other
@@ -159,8 +91,8 @@ func TestCapacitiesTreatFailedRowsAsOver(t *testing.T) {
 	caps, err := Capacities(rows, []Limit{{Percentile: 95, Ms: 300}}, 0.01)
 	require.NoError(t, err)
 	require.Len(t, caps, 2)
-	assert.Equal(t, Capacity{Policy: "ll", Percentile: 95, LimitMs: 300, Rate: 120, Bound: Interpolated}, caps[0])
-	assert.Equal(t, Capacity{Policy: "nu", Percentile: 95, LimitMs: 300, Rate: 200, Bound: AtLeast}, caps[1])
+	assert.Equal(t, Capacity{Policy: "ll", Percentile: 95, LimitMs: 300, Rate: 120, Bound: stats.Interpolated}, caps[0])
+	assert.Equal(t, Capacity{Policy: "nu", Percentile: 95, LimitMs: 300, Rate: 200, Bound: stats.AtLeast}, caps[1])
 }
 
 func TestParseLimitFrom(t *testing.T) {

@@ -34,7 +34,7 @@
 // requests counts the requests scheduled in the measured window (after the
 // warm-up); errors counts those that failed (transport error or a status
 // outside 2xx). Mean and percentiles are over the successful ones, in ms;
-// percentiles use the simulator's definition (sim.Percentile: linear
+// percentiles use the simulator's definition (stats.Percentile: linear
 // interpolation between closest ranks). A row whose
 // error fraction exceeds the sweep's MaxErrorRate is shown as "failed" and
 // counts as over every capacity limit.

@@ -11,6 +11,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/swd-project/swd/internal/stats"
 )
 
 // WritePlots writes r's PNG plots into dir and returns their paths:
@@ -116,7 +118,7 @@ func (r Report) plotCapacities(path string) error {
 		vals := make(plotter.Values, len(r.Limits))
 		for j, l := range r.Limits {
 			for _, c := range r.Capacities {
-				if c.Policy == pol && c.Percentile == l.Percentile && c.Bound != Below {
+				if c.Policy == pol && c.Percentile == l.Percentile && c.Bound != stats.Below {
 					vals[j] = c.Rate
 				}
 			}

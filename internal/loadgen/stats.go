@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/swd-project/swd/internal/sim"
+	"github.com/swd-project/swd/internal/stats"
 )
 
 // Row is one measured (policy, rate) point: one line of the results CSV.
@@ -105,9 +105,9 @@ func orNaN(p *float64) float64 {
 }
 
 // Summarize builds a Row from the response times of the successful
-// requests (in any order) and the counts. Percentiles are sim.Percentile's
-// (linear interpolation between closest ranks), so a simulated row and a
-// measured one use the same definition.
+// requests (in any order) and the counts. Percentiles are stats.Percentile's
+// (linear interpolation between closest ranks), the simulator's definition
+// too, so a simulated row and a measured one mean the same.
 func Summarize(policy string, rate float64, requests, errors int, ok []time.Duration) Row {
 	r := Row{Policy: policy, Rate: rate, Requests: requests, Errors: errors}
 	if len(ok) == 0 {
@@ -123,10 +123,10 @@ func Summarize(policy string, rate float64, requests, errors int, ok []time.Dura
 	}
 	sort.Float64s(v)
 	r.MeanMs = sum / float64(len(v))
-	r.P50Ms = sim.Percentile(v, 50)
-	r.P95Ms = sim.Percentile(v, 95)
-	r.P99Ms = sim.Percentile(v, 99)
-	r.P995Ms = sim.Percentile(v, 99.5)
+	r.P50Ms = stats.Percentile(v, 50)
+	r.P95Ms = stats.Percentile(v, 95)
+	r.P99Ms = stats.Percentile(v, 99)
+	r.P995Ms = stats.Percentile(v, 99.5)
 	return r
 }
 

@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/swd-project/swd/internal/policy"
+	"github.com/swd-project/swd/internal/stats"
 	"github.com/swd-project/swd/internal/workload"
 )
 
@@ -186,7 +187,7 @@ type Result struct {
 	Transfers int
 	// TransfersPerRequest is Transfers / Requests.
 	TransfersPerRequest float64
-	// MeanMs and the percentiles (Percentile's definition) summarise
+	// MeanMs and the percentiles (stats.Percentile's definition) summarise
 	// ResponseTimes in milliseconds.
 	MeanMs, P50Ms, P95Ms, P99Ms, P995Ms float64
 	// Wall is the wall-clock time the run took (not part of the model).
@@ -270,8 +271,8 @@ func (r *Result) summarise() {
 	}
 	slices.Sort(ms)
 	r.MeanMs = sum / float64(len(ms))
-	r.P50Ms = Percentile(ms, 50)
-	r.P95Ms = Percentile(ms, 95)
-	r.P99Ms = Percentile(ms, 99)
-	r.P995Ms = Percentile(ms, 99.5)
+	r.P50Ms = stats.Percentile(ms, 50)
+	r.P95Ms = stats.Percentile(ms, 95)
+	r.P99Ms = stats.Percentile(ms, 99)
+	r.P995Ms = stats.Percentile(ms, 99.5)
 }

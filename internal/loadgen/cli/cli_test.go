@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/swd-project/swd/internal/loadgen"
+	"github.com/swd-project/swd/internal/stats"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 
@@ -212,8 +213,8 @@ func TestCapacityCommand(t *testing.T) {
 	var rep loadgen.Report
 	require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
 	require.Len(t, rep.Capacities, 2)
-	assert.Equal(t, loadgen.Capacity{Policy: "ct", Percentile: 99, LimitMs: 500, Rate: 80, Bound: loadgen.Interpolated}, rep.Capacities[0])
-	assert.Equal(t, loadgen.Capacity{Policy: "nu", Percentile: 99, LimitMs: 500, Rate: 120, Bound: loadgen.AtLeast}, rep.Capacities[1])
+	assert.Equal(t, loadgen.Capacity{Policy: "ct", Percentile: 99, LimitMs: 500, Rate: 80, Bound: stats.Interpolated}, rep.Capacities[0])
+	assert.Equal(t, loadgen.Capacity{Policy: "nu", Percentile: 99, LimitMs: 500, Rate: 120, Bound: stats.AtLeast}, rep.Capacities[1])
 
 	// The same from the environment and a config file, as a table with plots.
 	cfg := filepath.Join(dir, "loadgen.yaml")

@@ -100,14 +100,7 @@ func (o *opts) hypotheses() {
 		res := o.run(cfgs)
 		var out []float64
 		for i, x := range percentiles {
-			prt := make([]float64, len(res))
-			for j, r := range res {
-				prt[j] = r.prt(x)
-			}
-			c, _, err := sim.Capacity(capRates16, prt, limits[i])
-			if err != nil {
-				log.Fatal(err)
-			}
+			c, _ := capacityOf(res, x, limits[i])
 			out = append(out, c)
 		}
 		return out

@@ -34,6 +34,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/swd-project/swd/internal/sim"
+	"github.com/swd-project/swd/internal/stats"
 	"github.com/swd-project/swd/internal/workload"
 )
 
@@ -324,7 +325,7 @@ func (o *opts) capacity() {
 		own   bool
 	}
 	caps := map[capKey]float64{}
-	bounds := map[capKey]sim.Bound{}
+	bounds := map[capKey]stats.Bound{}
 	ownLimit := map[string][]float64{}
 	for _, wl := range workloads {
 		nu := cell(wl, "nu", 16)
@@ -337,26 +338,14 @@ func (o *opts) capacity() {
 		for _, p := range capPols {
 			for _, n := range capNodes {
 				ss := cell(wl, p, n)
-				rates := make([]float64, len(ss))
-				for i, s := range ss {
-					rates[i] = s.cfg.Rate
-				}
 				for xi, x := range percentiles {
-					prt := make([]float64, len(ss))
-					for i, s := range ss {
-						prt[i] = s.prt(x)
-					}
 					for _, own := range []bool{false, true} {
 						lim := paperLimits[wl][xi]
 						if own {
 							lim = ownLimit[wl][xi]
 						}
-						c, b, err := sim.Capacity(rates, prt, lim)
-						if err != nil {
-							log.Fatal(err)
-						}
 						k := capKey{wl, p, n, x, own}
-						caps[k], bounds[k] = c, b
+						caps[k], bounds[k] = capacityOf(ss, x, lim)
 					}
 				}
 			}
@@ -397,7 +386,7 @@ func (o *opts) capacity() {
 	claim := func(wl string, x float64, a string, na int, b string, nb int, own bool) string {
 		ka, kb := capKey{wl, a, na, x, own}, capKey{wl, b, nb, x, own}
 		s := fmt.Sprintf("%+.1f %%", 100*(caps[ka]/caps[kb]-1))
-		if bounds[ka] != sim.Exact || bounds[kb] != sim.Exact {
+		if bounds[ka] != stats.Interpolated || bounds[kb] != stats.Interpolated {
 			s += " (censored)"
 		}
 		return s
@@ -483,11 +472,30 @@ func (o *opts) capacity() {
 	o.printf("\n### Percentile response times on 16 nodes\n\n![PRT vs rate](img/sim-prt.png)\n")
 }
 
-func boundMark(b sim.Bound) string {
-	if b == sim.Exact {
-		return ""
+// capacityOf is the x-th percentile capacity of ss (one run per rate)
+// against limitMs.
+func capacityOf(ss []summary, x, limitMs float64) (float64, stats.Bound) {
+	pts := make([]stats.Point, len(ss))
+	for i, s := range ss {
+		pts[i] = stats.Point{Rate: s.cfg.Rate, PRTMs: s.prt(x)}
 	}
-	return b.String()
+	c, b, err := stats.CapacityAt(pts, limitMs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c, b
+}
+
+// boundMark marks a capacity that is only a bound: ">=" (within the limit
+// at the highest rate), "<=" (over it at the lowest).
+func boundMark(b stats.Bound) string {
+	switch b {
+	case stats.AtLeast:
+		return ">="
+	case stats.Below:
+		return "<="
+	}
+	return ""
 }
 
 func intsToFloats(xs []int) []float64 {
