@@ -12,7 +12,7 @@ PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 TEST_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 
-.PHONY: help build test test-short lint bench bench-conns bench-transfers bench-gossip bench-goodput demo paper proto fuzz clean tools chaos
+.PHONY: help build test test-short lint cross bench bench-conns bench-transfers bench-gossip bench-goodput demo paper proto fuzz clean tools chaos
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -32,12 +32,22 @@ tools: ## install lint tools into .tools/
 	@test -x $(TOOLS)/staticcheck || GOBIN=$(TOOLS) $(GO) install $(STATICCHECK_MOD)
 	@test -x $(TOOLS)/govulncheck || GOBIN=$(TOOLS) $(GO) install $(GOVULNCHECK_MOD)
 
-lint: tools ## go vet, gofmt check, staticcheck, govulncheck
+lint: tools cross ## go vet, gofmt check, staticcheck, govulncheck, cross-builds
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(TOOLS)/staticcheck ./...
 	@echo "$(TOOLS)/govulncheck ./..."; $(TOOLS)/govulncheck $(if $(GOVULNDB),-db $(GOVULNDB)) ./...; rc=$$?; \
 	if [ $$rc -ne 0 ] && [ $$rc -ne 3 ]; then echo "govulncheck could not check the dependencies (exit $$rc): is its vulnerability database reachable? GOVULNDB=file:///path/to/copy uses a local copy"; fi; exit $$rc
+
+# The portable packages (pure policies, simulator, queue, workloads, stats)
+# must stay free of OS-specific code; everything else must at least build on
+# macOS (swdctl, loadgen and the local cluster run there, without Linux's
+# parent-death signal).
+PORTABLE := ./internal/policy/... ./internal/sim/... ./internal/queue/... ./internal/workload/... ./internal/stats/... ./internal/swderr/...
+
+cross: ## GOOS=darwin go build ./... and GOOS=windows go vet of the portable packages
+	GOOS=darwin $(GO) build ./...
+	GOOS=windows $(GO) vet $(PORTABLE)
 
 bench: build ## print performance figures: micro-benchmarks, swd's added latency and throughput, one transfer hop
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/queue/ ./internal/policy/ ./internal/sim/

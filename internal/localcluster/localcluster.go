@@ -3,9 +3,12 @@
 // up`, the load generator's --local, `make demo` and the end-to-end tests
 // all use it.
 //
-// Children die with the launcher: each is started with Linux's
+// Children die with the launcher on Linux: each is started with Linux's
 // parent-death signal (SIGKILL) from one OS thread that stays locked for the
 // cluster's life, so even a SIGKILLed launcher leaves no process behind.
+// Other systems have no parent-death signal: there the children (each in its
+// own process group on Unix) are stopped by Stop, and a launcher killed
+// with SIGKILL leaves them running (procAttr, in localcluster_*.go).
 //
 // Concurrency: a Cluster's methods are safe for concurrent use.
 package localcluster
@@ -259,7 +262,7 @@ func (c *Cluster) start(name, bin string, args ...string) error {
 
 func (c *Cluster) startProc(p *proc) error {
 	cmd := exec.Command(filepath.Join(c.cfg.BinDir, p.bin), p.args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = procAttr()
 	cmd.Env = cleanEnv()
 	if c.cfg.LogDir != "" {
 		f, err := os.OpenFile(filepath.Join(c.cfg.LogDir, p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

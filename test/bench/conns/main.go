@@ -1,9 +1,11 @@
+//go:build linux
+
 // Command conns (test/bench/conns) measures swd's memory with many open client
 // connections: it starts one swd + dummyapp, opens --conns keep-alive
 // connections that each complete one request and then stay idle, and
 // prints swd's resident set size before and after, and per connection.
 // It raises its file-descriptor limit first (needs root for more than the
-// hard limit); swd inherits it.
+// hard limit); swd inherits it. Linux only: it reads swd's RSS from /proc.
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command gossip (test/bench/gossip) measures SWD's load gossip: it starts N cluster
 // members in this process on loopback (free ports), lets them settle, then
 // for a measurement window samples every member's View at random moments
