@@ -351,7 +351,7 @@ func (o *opts) capacity() {
 			}
 		}
 	}
-	o.printf("\n## Capacity against the central limit\n\nx-th percentile capacity (spec: PRT per rate, linear interpolation where it crosses the limit) from one %v run (%v warm-up) per rate; rates %v req/s scaled by n/16 on n nodes. `>=` marks a PRT still within the limit at the highest rate.\n",
+	o.printf("\n## Capacity against the central limit\n\nx-th percentile capacity (docs/algorithms.md: PRT per rate, linear interpolation where it crosses the limit) from one %v run (%v warm-up) per rate; rates %v req/s scaled by n/16 on n nodes. `>=` marks a PRT still within the limit at the highest rate.\n",
 		dur, warm, capRates16)
 	o.printf("\nLimits (ms): the paper's (N's PRT on its 16-node cluster at 320 req/s), and the simulator's own (N's simulated PRT on 16 nodes at 320 req/s, the same definition):\n\n| workload | 95th paper | 95th own | 99th paper | 99th own | 99.5th paper | 99.5th own |\n|---|---|---|---|---|---|---|\n")
 	for _, wl := range workloads {
