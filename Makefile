@@ -7,12 +7,13 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/swd-project/swd/internal/node.Version=$(VERSION)
 STATICCHECK_MOD := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOVULNCHECK_MOD := golang.org/x/vuln/cmd/govulncheck@v1.9.0
+DEADCODE_MOD := golang.org/x/tools/cmd/deadcode@v0.52.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 TEST_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 
-.PHONY: help build test test-short lint cross bench bench-conns bench-transfers bench-gossip bench-goodput demo paper proto fuzz clean tools chaos
+.PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-goodput demo paper proto fuzz clean tools chaos
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -31,8 +32,9 @@ tools: ## install lint tools into .tools/
 	@mkdir -p $(TOOLS)
 	@test -x $(TOOLS)/staticcheck || GOBIN=$(TOOLS) $(GO) install $(STATICCHECK_MOD)
 	@test -x $(TOOLS)/govulncheck || GOBIN=$(TOOLS) $(GO) install $(GOVULNCHECK_MOD)
+	@test -x $(TOOLS)/deadcode || GOBIN=$(TOOLS) $(GO) install $(DEADCODE_MOD)
 
-lint: tools cross ## go vet, gofmt check, staticcheck, govulncheck, cross-builds
+lint: tools cross deadcode ## go vet, gofmt check, staticcheck, govulncheck, cross-builds, dead code
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(TOOLS)/staticcheck ./...
@@ -44,6 +46,9 @@ lint: tools cross ## go vet, gofmt check, staticcheck, govulncheck, cross-builds
 # macOS (swdctl, loadgen and the local cluster run there, without Linux's
 # parent-death signal).
 PORTABLE := ./internal/policy/... ./internal/sim/... ./internal/queue/... ./internal/workload/... ./internal/stats/... ./internal/swderr/...
+
+deadcode: tools ## functions no program or test reaches (deadcode -test): fails unless there are none
+	@out=$$($(TOOLS)/deadcode -test ./...) || exit 1; if [ -n "$$out" ]; then echo "$$out"; echo "unreachable code: delete it or use it"; exit 1; fi
 
 cross: ## GOOS=darwin go build ./... and GOOS=windows go vet of the portable packages
 	GOOS=darwin $(GO) build ./...

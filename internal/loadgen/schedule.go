@@ -62,9 +62,6 @@ func NewSchedule(spec workload.Spec, rate float64, seed uint64, warmup, duration
 	return s, nil
 }
 
-// Length is warm-up plus measured duration.
-func (s Schedule) Length() time.Duration { return s.Warmup + s.Duration }
-
 // Measured reports whether arrival k falls in the measured window.
 func (s Schedule) Measured(k int) bool { return s.Arrivals[k].At >= s.Warmup }
 

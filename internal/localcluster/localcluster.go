@@ -457,17 +457,6 @@ func (c *Cluster) PID(name string) (int, error) {
 	return p.cmd.Process.Pid, nil
 }
 
-// PIDs lists every started process's PID.
-func (c *Cluster) PIDs() []int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []int
-	for _, p := range c.procs {
-		out = append(out, p.cmd.Process.Pid)
-	}
-	return out
-}
-
 // Stop drains every swd with SIGTERM (dispatcher first), then stops the
 // apps, waiting up to timeout, and SIGKILLs whatever is left.
 func (c *Cluster) Stop(timeout time.Duration) {

@@ -28,7 +28,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -187,11 +186,10 @@ type streamWriter struct {
 	wroteHead bool
 	status    int
 	err       error
-	started   time.Time
 }
 
 func newStreamWriter(s swdv1.Transfer_ForwardServer, node string, chunk int) *streamWriter {
-	return &streamWriter{stream: s, node: node, chunk: chunk, header: make(http.Header), started: time.Now()}
+	return &streamWriter{stream: s, node: node, chunk: chunk, header: make(http.Header)}
 }
 
 func (w *streamWriter) Header() http.Header { return w.header }

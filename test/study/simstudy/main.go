@@ -84,7 +84,7 @@ type summary struct {
 	cfg                           sim.Config
 	mean, p50, p95, p99, p995, tp float64
 	wall                          time.Duration
-	events, measured              int
+	events                        int
 }
 
 func (s summary) prt(x float64) float64 {
@@ -109,7 +109,7 @@ func (o *opts) run(cfgs []sim.Config) []summary {
 			log.Fatal(err)
 		}
 		for _, r := range res {
-			out = append(out, summary{r.Config, r.MeanMs, r.P50Ms, r.P95Ms, r.P99Ms, r.P995Ms, r.TransfersPerRequest, r.Wall, r.Events, r.Measured})
+			out = append(out, summary{r.Config, r.MeanMs, r.P50Ms, r.P95Ms, r.P99Ms, r.P995Ms, r.TransfersPerRequest, r.Wall, r.Events})
 		}
 	}
 	return out
