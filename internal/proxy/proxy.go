@@ -488,7 +488,11 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 		})
 	}
 	defer p.release()
-	h.m.QueueWait.Observe(time.Since(t.Pushed()).Seconds())
+	wait := time.Since(t.Pushed())
+	h.m.QueueWait.Observe(wait.Seconds())
+	if rep, ok := w.(transfer.QueueWaitReporter); ok {
+		rep.ReportQueueWait(wait) // a transferred request: its sender learns the wait
+	}
 	switch {
 	case p.body != nil:
 		r.Body = io.NopCloser(bytes.NewReader(p.body))
@@ -501,7 +505,7 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 	h.rp.ServeHTTP(w, r)
 	if h.log.Enabled(r.Context(), slog.LevelDebug) {
 		h.log.Debug("request served locally", "id", p.id, "method", r.Method, "transferred_in", p.in != nil,
-			"wait", time.Since(t.Pushed()).String())
+			"wait", wait.String())
 	}
 }
 
@@ -538,6 +542,9 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 	case ferr == nil:
 		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferOK).Inc()
 		h.m.TransferDuration.WithLabelValues(metrics.TransferOK).Observe(time.Since(start).Seconds())
+		if h.log.Enabled(ctx, slog.LevelDebug) {
+			h.log.Debug("request served remotely", "id", p.id, "peer", peer, "peer_queue_wait", res.QueueWait.String())
+		}
 		return metrics.OutcomeRemote, true, nil
 	case res.HeadWritten && ctx.Err() != nil:
 		h.m.TransferDuration.WithLabelValues(metrics.TransferOK).Observe(time.Since(start).Seconds())

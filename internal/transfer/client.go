@@ -108,6 +108,9 @@ type Result struct {
 	Status int
 	// ServedBy is the node that ran the request.
 	ServedBy string
+	// QueueWait is how long the request waited in ServedBy's queue before
+	// its application took it, as that node reported it.
+	QueueWait time.Duration
 	// HeadWritten is true once the answer's head reached w; after that a
 	// failure cannot be retried or turned into another status.
 	HeadWritten bool
@@ -150,6 +153,7 @@ func (c *Client) Forward(ctx context.Context, addr string, msg *swdv1.ForwardReq
 	}
 	res.Status = int(head.GetStatus())
 	res.ServedBy = head.GetServedBy()
+	res.QueueWait = time.Duration(head.GetQueueWaitNanos())
 	if res.Status < 200 || res.Status > 999 {
 		return res, fmt.Errorf("%w: peer sent invalid status %d", swderr.ErrMaybeStarted, res.Status)
 	}

@@ -235,6 +235,43 @@ func TestForwardEmptyAnswer(t *testing.T) {
 	assert.Zero(t, rec.Body.Len())
 }
 
+// TestForwardQueueWait: the wait a backend reports before the head reaches
+// the sender in the head's queue_wait_nanos; a report after the head, or
+// none, is not a wait.
+func TestForwardQueueWait(t *testing.T) {
+	tests := []struct {
+		name   string
+		report func(w http.ResponseWriter)
+		want   time.Duration
+	}{
+		// Reported before the head: carried as is.
+		{"reported", func(w http.ResponseWriter) {
+			w.(transfer.QueueWaitReporter).ReportQueueWait(1234567 * time.Nanosecond)
+			w.WriteHeader(http.StatusOK)
+		}, 1234567 * time.Nanosecond},
+		// Never reported (a backend that does not queue): zero.
+		{"not reported", func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) }, 0},
+		// Reported once the head has gone: too late, ignored.
+		{"after the head", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusOK)
+			w.(transfer.QueueWaitReporter).ReportQueueWait(time.Second)
+		}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr, _ := startServer(t, backendFunc(func(w http.ResponseWriter, _ *http.Request, _ transfer.Inbound) error {
+				tt.report(w)
+				return nil
+			}), members{"node-a": true})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := newClient(t).Forward(ctx, addr, outbound(http.MethodGet, "/", nil), newRecorder())
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, res.QueueWait)
+		})
+	}
+}
+
 func TestForwardRefused(t *testing.T) {
 	tests := []struct {
 		name string
