@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/config"
 	"github.com/swd-project/swd/internal/node"
 	"github.com/swd-project/swd/internal/policy"
@@ -128,12 +128,8 @@ func run(ctx context.Context, f *flags, stderr io.Writer) error {
 	c.Cluster.StaleAfter = f.staleAfter
 	c.Proxy.IdempotentMethods = f.idempotent
 	c.Transfer.MaxMessageSize = c.GRPCMaxMessageSize
-	if f.gossipKey != "" {
-		key, err := base64.StdEncoding.DecodeString(f.gossipKey)
-		if err != nil {
-			return fmt.Errorf("--gossip-key: not base64: %w", err)
-		}
-		c.Cluster.GossipKey = key
+	if c.Cluster.GossipKey, err = cluster.ParseGossipKey(f.gossipKey); err != nil {
+		return fmt.Errorf("--gossip-key: %w", err)
 	}
 	if f.tokenFile != "" {
 		if c.Control.Token != "" {

@@ -18,7 +18,6 @@ package control
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"sort"
@@ -31,6 +30,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/swderr"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
@@ -226,9 +226,12 @@ func (s *Service) GossipKeys(ctx context.Context, req *swdv1.GossipKeyRequest) (
 	switch req.GetOp() {
 	case swdv1.GossipKeyRequest_OP_LIST:
 	case swdv1.GossipKeyRequest_OP_INSTALL, swdv1.GossipKeyRequest_OP_USE, swdv1.GossipKeyRequest_OP_REMOVE:
-		k, err := base64.StdEncoding.DecodeString(req.GetKey())
-		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
-			return nil, status.Error(codes.InvalidArgument, "key must be base64 of 16, 24 or 32 bytes")
+		k, err := cluster.ParseGossipKey(req.GetKey())
+		if err == nil && k == nil {
+			err = errors.New("no key given")
+		}
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, "key must be base64 of 16, 24 or 32 bytes: "+err.Error())
 		}
 		key = k
 	default:
