@@ -36,15 +36,8 @@ import (
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 
-// PolicyState is the policy a node runs.
-type PolicyState struct {
-	Name               string
-	Epoch              int64
-	ActivationInterval time.Duration
-}
-
-// ToProto converts s to its wire form.
-func (s PolicyState) ToProto() *swdv1.PolicyState {
+// PolicyMessage converts the policy a node runs to its wire form.
+func PolicyMessage(s cluster.PolicyStamp) *swdv1.PolicyState {
 	return &swdv1.PolicyState{Name: s.Name, Epoch: s.Epoch, ActivationIntervalNanos: int64(s.ActivationInterval)}
 }
 
@@ -58,11 +51,11 @@ type Target struct {
 type Node interface {
 	Status() *swdv1.StatusResponse
 	Members() []*swdv1.Member
-	Policy() PolicyState
+	Policy() cluster.PolicyStamp
 	// ApplyPolicy adopts the policy if epoch is higher than the current
 	// one (or equal with the same name: idempotent) and returns the state
 	// in force afterwards.
-	ApplyPolicy(name string, epoch int64, activation time.Duration) (PolicyState, error)
+	ApplyPolicy(name string, epoch int64, activation time.Duration) (cluster.PolicyStamp, error)
 	// NextEpoch returns an epoch higher than any this node has seen.
 	NextEpoch() int64
 	// Others lists the other members (nodes and dispatchers).
@@ -127,7 +120,7 @@ func (s *Service) Nodes(context.Context, *swdv1.NodesRequest) (*swdv1.NodesRespo
 
 // GetPolicy implements Control.GetPolicy.
 func (s *Service) GetPolicy(context.Context, *swdv1.GetPolicyRequest) (*swdv1.PolicyState, error) {
-	return s.node.Policy().ToProto(), nil
+	return PolicyMessage(s.node.Policy()), nil
 }
 
 // SetPolicy implements Control.SetPolicy.
@@ -205,7 +198,7 @@ func fanout[R any](ctx context.Context, s *Service, call func(ctx context.Contex
 
 func (s *Service) apply(node, addr, name string, epoch int64, act time.Duration) *swdv1.NodeResult {
 	st, err := s.node.ApplyPolicy(name, epoch, act)
-	r := &swdv1.NodeResult{Node: node, Addr: addr, Ok: err == nil, State: st.ToProto()}
+	r := &swdv1.NodeResult{Node: node, Addr: addr, Ok: err == nil, State: PolicyMessage(st)}
 	if err != nil {
 		r.Error = err.Error()
 	}

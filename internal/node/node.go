@@ -39,12 +39,6 @@ import (
 // Version is the daemon's version, set at build time.
 var Version = "dev"
 
-// Roles.
-const (
-	RoleNode       = "node"
-	RoleDispatcher = "dispatcher"
-)
-
 // Config configures a daemon. Every field has a flag in cmd/swd.
 type Config struct {
 	Role     string
@@ -87,7 +81,7 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		Role:                 RoleNode,
+		Role:                 cluster.RoleNode,
 		Listen:               ":8080",
 		Admin:                "127.0.0.1:9100",
 		GRPC:                 "127.0.0.1:7070",
@@ -109,8 +103,8 @@ func DefaultConfig() Config {
 
 // Validate reports the first problem with c.
 func (c Config) Validate() error {
-	if c.Role != RoleNode && c.Role != RoleDispatcher {
-		return fmt.Errorf("role must be %q or %q, got %q", RoleNode, RoleDispatcher, c.Role)
+	if c.Role != cluster.RoleNode && c.Role != cluster.RoleDispatcher {
+		return fmt.Errorf("role must be %q or %q, got %q", cluster.RoleNode, cluster.RoleDispatcher, c.Role)
 	}
 	if c.NodeName == "" {
 		return errors.New("node name must not be empty")
@@ -135,7 +129,7 @@ func (c Config) Validate() error {
 	if c.ServerCreds == nil && !c.Insecure && !IsLoopback(c.GRPC) {
 		return fmt.Errorf("--grpc %s is beyond loopback without TLS: give --tls-cert/--tls-key/--tls-ca, or --insecure to accept plaintext", c.GRPC)
 	}
-	if c.Role == RoleNode {
+	if c.Role == cluster.RoleNode {
 		if err := c.Queue.Validate(); err != nil {
 			return err
 		}
@@ -233,7 +227,7 @@ func New(cfg Config) (*Node, error) {
 	p, _ := policy.Lookup(cfg.Policy)
 	n.pol.Store(&policyState{p: p, activation: cfg.ActivationInterval})
 
-	if cfg.Role == RoleNode {
+	if cfg.Role == cluster.RoleNode {
 		q, err := queue.New(cfg.Queue)
 		if err != nil {
 			return nil, err
@@ -315,21 +309,15 @@ func (n *Node) Concurrency() int {
 	return n.q.Concurrency()
 }
 
-// Policy implements cluster.LocalState and control.Node.
-func (n *Node) Policy() control.PolicyState {
+// Policy implements cluster.LocalState and control.Node: the policy in
+// force, its epoch and activation interval.
+func (n *Node) Policy() cluster.PolicyStamp {
 	s := n.pol.Load()
-	return control.PolicyState{Name: s.p.Name, Epoch: s.epoch, ActivationInterval: s.activation}
-}
-
-// clusterPolicy adapts the policy for the cluster's LocalState.
-type clusterState struct{ n *Node }
-
-func (c clusterState) Load() int        { return c.n.Load() }
-func (c clusterState) Concurrency() int { return c.n.Concurrency() }
-func (c clusterState) Policy() cluster.PolicyStamp {
-	s := c.n.pol.Load()
 	return cluster.PolicyStamp{Name: s.p.Name, Epoch: s.epoch, ActivationInterval: s.activation}
 }
+
+// The cluster layer reads the node's load and policy directly.
+var _ cluster.LocalState = (*Node)(nil)
 
 // Start binds every listener, joins the cluster and starts serving.
 func (n *Node) Start() error {
@@ -358,7 +346,7 @@ func (n *Node) Start() error {
 		return fmt.Errorf("gRPC would be advertised as %s while gossip runs on %s: other hosts could not reach it; "+
 			"bind --grpc to a reachable address or set --advertise", ccfg.GRPCAddr, ccfg.GossipAddr)
 	}
-	n.cl, err = cluster.New(ccfg, clusterState{n})
+	n.cl, err = cluster.New(ccfg, n)
 	if err != nil {
 		n.closeListeners()
 		return fmt.Errorf("cluster: %w", err)
@@ -391,7 +379,7 @@ func (n *Node) Start() error {
 	swdv1.RegisterControlServer(n.grpcSrv, n.ctl)
 
 	var handler http.Handler
-	if n.cfg.Role == RoleNode {
+	if n.cfg.Role == cluster.RoleNode {
 		n.h, err = proxy.New(n.cfg.Proxy, n.q, n.tc, n, n.m)
 		if err != nil {
 			n.stopAll()
@@ -598,7 +586,7 @@ func (n *Node) viewAges() map[string]float64 {
 
 // ApplyPolicy implements control.Node: a higher epoch wins; the same epoch
 // and name is accepted idempotently.
-func (n *Node) ApplyPolicy(name string, epoch int64, activation time.Duration) (control.PolicyState, error) {
+func (n *Node) ApplyPolicy(name string, epoch int64, activation time.Duration) (cluster.PolicyStamp, error) {
 	p, err := policy.Lookup(name)
 	if err != nil {
 		return n.Policy(), err
@@ -670,7 +658,7 @@ func (n *Node) Status() *swdv1.StatusResponse {
 		Node:        n.cfg.NodeName,
 		RingId:      -1,
 		Role:        n.cfg.Role,
-		Policy:      ps.ToProto(),
+		Policy:      control.PolicyMessage(ps),
 		QueueLength: int64(n.waiting()),
 		InFlight:    int64(n.inFlight()),
 		Concurrency: int32(n.Concurrency()),

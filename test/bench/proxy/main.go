@@ -19,6 +19,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/node"
 )
 
@@ -171,7 +172,7 @@ func transferHop(nodeCfg node.Config, rate int, dur time.Duration) error {
 		return err
 	}
 	cfg := node.DefaultConfig()
-	cfg.Role = node.RoleDispatcher
+	cfg.Role = cluster.RoleDispatcher
 	cfg.NodeName = "bench-dispatcher"
 	cfg.Listen, cfg.GRPC, cfg.Admin, cfg.Cluster.GossipAddr = ports[0], ports[1], ports[2], ports[3]
 	cfg.Cluster.Join = []string{nodeCfg.Cluster.GossipAddr}
