@@ -50,6 +50,8 @@ var constValues = map[string]string{
 //     dispatcher backend, or a transfer sender the gRPC server admitted
 //     only after its membership check), never a client-supplied string;
 //   - outcome: a local variable assigned only from the constants above;
+//   - o.transfer: proxy's classifyForward result, built only from the
+//     Transfer* constants (its table test pins every value);
 //   - reason(err): proxy's mapping of errors to fixed reasons (its return
 //     values are checked below);
 //   - policy name and epoch: SetPolicy's arguments; Reset keeps one series;
@@ -62,8 +64,8 @@ var constValues = map[string]string{
 // never come from request data (paths, headers, IDs, client addresses).
 var reviewed = map[string]map[string][]string{
 	"swd_requests_total":            {"outcome": {"outcome", "o"}},
-	"swd_transfers_total":           {"peer": {"peer", "in.From", "b.Name"}, "outcome": {"outcome"}},
-	"swd_transfer_duration_seconds": {"outcome": {"outcome", "o"}},
+	"swd_transfers_total":           {"peer": {"peer", "in.From", "b.Name"}, "outcome": {"outcome", "o.transfer"}},
+	"swd_transfer_duration_seconds": {"outcome": {"outcome", "o", "o.transfer"}},
 	"swd_rejections_total":          {"reason": {"reason(err)", "r"}},
 	"swd_node_info":                 {"node": {"node"}, "role": {"role"}, "version": {"version"}},
 	"swd_policy_info":               {"policy": {"name"}, "epoch": {"strconv.FormatInt(epoch, 10)"}},

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/swd-project/swd/internal/metrics"
@@ -48,7 +47,7 @@ type Dispatcher struct {
 	m        *metrics.Metrics
 	log      *slog.Logger
 	retry    string
-	ids      atomic.Uint64
+	ids      *requestIDs
 
 	mu          sync.Mutex
 	seq         uint64
@@ -75,7 +74,8 @@ func NewDispatcher(cfg Config, fwd *transfer.Client, backends func() []Backend, 
 	}
 	return &Dispatcher{
 		cfg: cfg, fwd: fwd, backends: backends, picker: picker, m: m, log: log,
-		retry:       fmt.Sprint(int((cfg.RetryAfter + time.Second - 1) / time.Second)),
+		retry:       retryAfterHeader(cfg.RetryAfter),
+		ids:         newRequestIDs(cfg.NodeName),
 		outstanding: map[string]int{},
 	}, nil
 }
@@ -138,10 +138,7 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = b
 		r.Body = io.NopCloser(bytes.NewReader(b))
 	}
-	id := r.Header.Get("X-Request-Id")
-	if id == "" {
-		id = fmt.Sprintf("%s-%d", d.cfg.NodeName, d.ids.Add(1))
-	}
+	id := d.ids.of(r)
 	msg := transfer.ToMessage(transfer.Outbound{
 		ID: id, Request: r, Body: body, Arrival: start, From: d.cfg.NodeName, Dispatched: true,
 	})
@@ -156,6 +153,7 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fail(lastErr, metrics.OutcomeRejected)
 			return
 		}
+		sent := time.Now()
 		tctx, cancel := context.WithTimeout(r.Context(), d.cfg.TransferTimeout)
 		res, err := d.fwd.Forward(tctx, b.GRPCAddr, msg, w)
 		cancel()
@@ -163,42 +161,30 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if d.onTransfer != nil {
 			d.onTransfer(b.Name, err)
 		}
-		switch {
-		case err == nil:
-			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferOK).Inc()
+		o := classifyForward(res, err, r.Context().Err() != nil, !retried && slices.Contains(d.cfg.IdempotentMethods, r.Method))
+		recordForward(d.m, b.Name, o, time.Since(sent))
+		switch o.kind {
+		case forwardAnswered:
 			d.m.ObserveRequest(metrics.OutcomeRemote, time.Since(start))
-		case res.HeadWritten && r.Context().Err() != nil:
-			if res.Complete() {
-				d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferOK).Inc()
-				d.m.ObserveRequest(metrics.OutcomeRemote, time.Since(start))
-			} else {
-				d.m.ObserveRequest(metrics.OutcomeClientGone, time.Since(start))
-			}
-		case res.HeadWritten:
-			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferFailed).Inc()
+		case forwardClientGone:
+			fail(fmt.Errorf("%w: %w", swderr.ErrClientGone, err), metrics.OutcomeClientGone)
+		case forwardAbort:
+			d.log.Warn("dispatched answer cut off", "id", id, "node", b.Name, "err", err)
 			panic(http.ErrAbortHandler)
-		case errors.Is(err, swderr.ErrRefused):
-			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferRefused).Inc()
+		case forwardRefused:
 			tried[b.Name] = true
 			lastErr = fmt.Errorf("node %s: %w", b.Name, err)
 			continue
-		case r.Context().Err() != nil:
-			fail(fmt.Errorf("%w: %w", swderr.ErrClientGone, err), metrics.OutcomeClientGone)
-		case errors.Is(err, swderr.ErrQueueTimeout):
-			// Timed out in the node's queue: it never ran; 503.
+		case forwardNotRun:
 			fail(fmt.Errorf("node %s: %w", b.Name, err), metrics.OutcomeTimedOut)
-		case !retried && slices.Contains(d.cfg.IdempotentMethods, r.Method):
-			// The node may have run it; an idempotent request may run
-			// once more, on another node.
-			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferRetried).Inc()
-			d.log.Info("dispatch failed; retrying an idempotent request on another node", "node", b.Name, "err", err)
+		case forwardRetry:
+			d.log.Info("dispatch failed; retrying an idempotent request on another node", "id", id, "node", b.Name, "err", err)
 			retried = true
 			tried[b.Name] = true
 			lastErr = fmt.Errorf("node %s: %w", b.Name, err)
 			continue
 		default:
-			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferFailed).Inc()
-			d.log.Warn("dispatch failed", "node", b.Name, "err", err)
+			d.log.Warn("dispatch failed", "id", id, "node", b.Name, "err", err)
 			fail(fmt.Errorf("node %s: %w", b.Name, err), metrics.OutcomeFailed)
 		}
 		return

@@ -116,16 +116,15 @@ type Peers interface {
 
 // Handler serves client requests and transferred requests on one node.
 type Handler struct {
-	cfg      Config
-	q        *queue.Queue
-	rp       *httputil.ReverseProxy
-	fwd      *transfer.Client
-	peers    Peers
-	m        *metrics.Metrics
-	log      *slog.Logger
-	retry    string
-	ids      atomic.Uint64
-	idPrefix string
+	cfg   Config
+	q     *queue.Queue
+	rp    *httputil.ReverseProxy
+	fwd   *transfer.Client
+	peers Peers
+	m     *metrics.Metrics
+	log   *slog.Logger
+	retry string
+	ids   *requestIDs
 	// Health hooks a peer-health tracker into transfer outcomes.
 	onTransfer func(peer string, err error)
 	// service is the recent mean service time of local requests.
@@ -211,8 +210,8 @@ func New(cfg Config, q *queue.Queue, fwd *transfer.Client, peers Peers, m *metri
 	}
 	h := &Handler{
 		cfg: cfg, q: q, fwd: fwd, peers: peers, m: m, log: log,
-		retry:    strconv.Itoa(int((cfg.RetryAfter + time.Second - 1) / time.Second)),
-		idPrefix: cfg.NodeName + "-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "-",
+		retry: retryAfterHeader(cfg.RetryAfter),
+		ids:   newRequestIDs(cfg.NodeName),
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -320,7 +319,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// this body can be read as another request (see FramingGuard).
 		w.Header().Set("Connection", "close")
 	}
-	p := &pending{id: h.newID(r), r: r, arrival: start}
+	p := &pending{id: h.ids.of(r), r: r, arrival: start}
 	transferable, err := h.readBody(w, r, p)
 	if err != nil {
 		h.fail(w, r, p, err, start)
@@ -538,47 +537,30 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 	if h.onTransfer != nil {
 		h.onTransfer(peer, ferr)
 	}
-	switch {
-	case ferr == nil:
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferOK).Inc()
-		h.m.TransferDuration.WithLabelValues(metrics.TransferOK).Observe(time.Since(start).Seconds())
+	o := classifyForward(res, ferr, ctx.Err() != nil, slices.Contains(h.cfg.IdempotentMethods, r.Method))
+	recordForward(h.m, peer, o, time.Since(start))
+	switch o.kind {
+	case forwardAnswered:
 		if h.log.Enabled(ctx, slog.LevelDebug) {
 			h.log.Debug("request served remotely", "id", p.id, "peer", peer, "peer_queue_wait", res.QueueWait.String())
 		}
 		return metrics.OutcomeRemote, true, nil
-	case res.HeadWritten && ctx.Err() != nil:
-		h.m.TransferDuration.WithLabelValues(metrics.TransferOK).Observe(time.Since(start).Seconds())
-		if res.Complete() {
-			h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferOK).Inc()
-			return metrics.OutcomeRemote, true, nil
+	case forwardClientGone:
+		if res.HeadWritten {
+			return metrics.OutcomeClientGone, true, nil
 		}
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
-		return metrics.OutcomeClientGone, true, nil
-	case res.HeadWritten:
-		// The answer is under way and cannot be replaced: cut the client's
-		// response so it is seen as broken, not silently truncated.
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
+		return "", true, fmt.Errorf("%w: %w", swderr.ErrClientGone, ferr)
+	case forwardAbort:
 		h.log.Warn("transfer answer cut off", "id", p.id, "peer", peer, "err", ferr)
 		panic(http.ErrAbortHandler)
-	case errors.Is(ferr, swderr.ErrQueueTimeout):
-		// The peer never ran it, and the request's wait is over: 503.
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
-		return "", true, ferr
-	case errors.Is(ferr, swderr.ErrRefused):
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferRefused).Inc()
-		h.m.TransferDuration.WithLabelValues(metrics.TransferRefused).Observe(time.Since(start).Seconds())
+	case forwardRefused:
 		return putBack(false)
-	case ctx.Err() != nil:
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
-		return "", true, fmt.Errorf("%w: %w", swderr.ErrClientGone, ferr)
-	case slices.Contains(h.cfg.IdempotentMethods, r.Method):
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferRetried).Inc()
-		h.m.TransferDuration.WithLabelValues(metrics.TransferRetried).Observe(time.Since(start).Seconds())
+	case forwardNotRun:
+		return "", true, ferr // 503: its wait is over
+	case forwardRetry:
 		h.log.Info("transfer failed; running idempotent request locally", "id", p.id, "peer", peer, "err", ferr)
 		return putBack(true)
 	default:
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
-		h.m.TransferDuration.WithLabelValues(metrics.TransferFailed).Observe(time.Since(start).Seconds())
 		h.log.Warn("transfer failed after peer may have started it", "id", p.id, "peer", peer, "err", ferr)
 		return "", true, ferr
 	}
@@ -630,6 +612,12 @@ func reason(err error) string {
 	}
 }
 
+// retryAfterHeader is the Retry-After value for d: whole seconds, rounded
+// up.
+func retryAfterHeader(d time.Duration) string {
+	return strconv.Itoa(int((d + time.Second - 1) / time.Second))
+}
+
 // WriteError answers with the status swderr maps err to, and Retry-After
 // on 503s.
 func WriteError(w http.ResponseWriter, err error, retryAfter string) {
@@ -671,11 +659,4 @@ func (h *Handler) appError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("X-Swd-Error", "app unreachable")
 		http.Error(w, "swd: application unavailable", http.StatusBadGateway)
 	}
-}
-
-func (h *Handler) newID(r *http.Request) string {
-	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 {
-		return id
-	}
-	return h.idPrefix + strconv.FormatUint(h.ids.Add(1), 36)
 }
