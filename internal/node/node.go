@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,7 +40,29 @@ import (
 // Version is the daemon's version, set at build time.
 var Version = "dev"
 
-// Config configures a daemon. Every field has a flag in cmd/swd.
+// Config configures a daemon. Every field a user sets has a flag in
+// cmd/swd.
+//
+// Each role's configuration is validated whole: a node's Queue, Proxy and
+// TransferServer, a dispatcher's Dispatcher, and for both the Cluster,
+// Transfer (client) and Control parts and the fields here.
+//
+// Some fields of the parts are the daemon's, not the part's: Derived fills
+// them in, the one place they are set, from the fields here. They are left
+// zero in DefaultConfig; a part holding a different value is a conflict,
+// which Validate (and New) refuse rather than overwrite:
+//
+//   - NodeName: Proxy, Dispatcher, Cluster and TransferServer.NodeName;
+//   - Role: Cluster.Role;
+//   - Logger: Proxy, Dispatcher and Cluster.Logger;
+//   - GRPCMaxMessageSize: Transfer.MaxMessageSize (the gRPC server's limit
+//     is the same);
+//   - Proxy.MaxHops: TransferServer.MaxHops, at least 1 (a dispatcher's
+//     forward arrives with one hop, even on nodes that never transfer);
+//   - Control.Token: a per-call credential appended to Transfer.DialOptions
+//     (transfers carry the cluster's token).
+//
+// Cluster.GRPCAddr, if empty, is the bound gRPC address, set by Start.
 type Config struct {
 	Role     string
 	NodeName string
@@ -47,11 +70,13 @@ type Config struct {
 	// /readyz, /ui; GRPC serves Transfer and Control.
 	Listen, Admin, GRPC string
 
-	Queue    queue.Config
-	Proxy    proxy.Config
-	Cluster  cluster.Config
-	Transfer transfer.ClientConfig
-	Control  control.Config
+	Queue          queue.Config
+	Proxy          proxy.Config
+	Dispatcher     proxy.DispatcherConfig
+	Cluster        cluster.Config
+	Transfer       transfer.ClientConfig
+	TransferServer transfer.ServerConfig
+	Control        control.Config
 
 	// Policy is the initial policy; ActivationInterval how often a
 	// transfer policy runs.
@@ -78,8 +103,15 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the documented defaults.
+// DefaultConfig returns the documented defaults, with the derived fields
+// of the parts left zero (see Config).
 func DefaultConfig() Config {
+	cl := cluster.DefaultConfig()
+	cl.NodeName, cl.Role = "", ""
+	tc := transfer.DefaultClientConfig()
+	tc.MaxMessageSize = 0
+	ts := transfer.DefaultServerConfig()
+	ts.MaxHops = 0
 	return Config{
 		Role:                 cluster.RoleNode,
 		Listen:               ":8080",
@@ -87,8 +119,10 @@ func DefaultConfig() Config {
 		GRPC:                 "127.0.0.1:7070",
 		Queue:                queue.DefaultConfig(),
 		Proxy:                proxy.DefaultConfig(),
-		Cluster:              cluster.DefaultConfig(),
-		Transfer:             transfer.DefaultClientConfig(),
+		Dispatcher:           proxy.DefaultDispatcherConfig(),
+		Cluster:              cl,
+		Transfer:             tc,
+		TransferServer:       ts,
 		Control:              control.DefaultConfig(),
 		Policy:               "nu",
 		ActivationInterval:   40 * time.Millisecond,
@@ -101,8 +135,54 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first problem with c.
+// Derived returns c with the parts' derived fields filled in from c's own
+// (the list is in Config's doc). A part's field that already holds another
+// value is a conflict: Derived reports it rather than overwrite it.
+func (c Config) Derived() (Config, error) {
+	var errs []error
+	derive(&errs, "Proxy.NodeName", &c.Proxy.NodeName, c.NodeName)
+	derive(&errs, "Dispatcher.NodeName", &c.Dispatcher.NodeName, c.NodeName)
+	derive(&errs, "Cluster.NodeName", &c.Cluster.NodeName, c.NodeName)
+	derive(&errs, "TransferServer.NodeName", &c.TransferServer.NodeName, c.NodeName)
+	derive(&errs, "Cluster.Role", &c.Cluster.Role, c.Role)
+	derive(&errs, "Proxy.Logger", &c.Proxy.Logger, c.Logger)
+	derive(&errs, "Dispatcher.Logger", &c.Dispatcher.Logger, c.Logger)
+	derive(&errs, "Cluster.Logger", &c.Cluster.Logger, c.Logger)
+	derive(&errs, "Transfer.MaxMessageSize", &c.Transfer.MaxMessageSize, c.GRPCMaxMessageSize)
+	derive(&errs, "TransferServer.MaxHops", &c.TransferServer.MaxHops, max(c.Proxy.MaxHops, 1))
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	if c.Control.Token != "" {
+		c.Transfer.DialOptions = append(slices.Clip(c.Transfer.DialOptions),
+			grpc.WithPerRPCCredentials(control.TokenCredentials{Token: c.Control.Token, Secure: c.ServerCreds != nil}))
+	}
+	return c, nil
+}
+
+// derive sets *dst to v unless it holds another non-zero value, which is
+// recorded as a conflict.
+func derive[T comparable](errs *[]error, field string, dst *T, v T) {
+	var zero T
+	if *dst != zero && *dst != v {
+		*errs = append(*errs, fmt.Errorf("config: %s is %v, but it is derived (%v here): leave it unset", field, *dst, v))
+		return
+	}
+	*dst = v
+}
+
+// Validate reports the first problem with c: with its derived fields (see
+// Derived), every part its role uses is validated whole.
 func (c Config) Validate() error {
+	c, err := c.Derived()
+	if err != nil {
+		return err
+	}
+	return c.validate()
+}
+
+// validate checks a derived config.
+func (c Config) validate() error {
 	if c.Role != cluster.RoleNode && c.Role != cluster.RoleDispatcher {
 		return fmt.Errorf("role must be %q or %q, got %q", cluster.RoleNode, cluster.RoleDispatcher, c.Role)
 	}
@@ -129,13 +209,19 @@ func (c Config) Validate() error {
 	if c.ServerCreds == nil && !c.Insecure && !IsLoopback(c.GRPC) {
 		return fmt.Errorf("--grpc %s is beyond loopback without TLS: give --tls-cert/--tls-key/--tls-ca, or --insecure to accept plaintext", c.GRPC)
 	}
+	var parts []interface{ Validate() error }
 	if c.Role == cluster.RoleNode {
-		if err := c.Queue.Validate(); err != nil {
+		parts = append(parts, c.Queue, c.Proxy, c.TransferServer)
+	} else {
+		parts = append(parts, c.Dispatcher)
+	}
+	for _, p := range parts {
+		if err := p.Validate(); err != nil {
 			return err
 		}
-		if err := c.Proxy.Validate(); err != nil {
-			return err
-		}
+	}
+	if c.GRPCMaxMessageSize < 64<<10 {
+		return fmt.Errorf("--grpc-max-message must be at least 64 KiB, got %d", c.GRPCMaxMessageSize)
 	}
 	if err := c.Transfer.Validate(); err != nil {
 		return err
@@ -202,16 +288,15 @@ type Node struct {
 
 // New builds a daemon; Start runs it.
 func New(cfg Config) (*Node, error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.Proxy.NodeName = cfg.NodeName
-	cfg.Proxy.Logger = log
-	cfg.Cluster.NodeName = cfg.NodeName
-	cfg.Cluster.Role = cfg.Role
-	cfg.Cluster.Logger = log
-	if err := cfg.Validate(); err != nil {
+	log := cfg.Logger
+	cfg, err := cfg.Derived()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	n := &Node{
@@ -255,11 +340,6 @@ func New(cfg Config) (*Node, error) {
 	})
 	n.m.SetPolicy(p.Name, 0)
 	n.m.SetNodeInfo(cfg.NodeName, cfg.Role, Version)
-	if cfg.Control.Token != "" {
-		// Transfers carry the cluster's token (see control.StreamAuth).
-		cfg.Transfer.DialOptions = append(cfg.Transfer.DialOptions,
-			grpc.WithPerRPCCredentials(control.TokenCredentials{Token: cfg.Control.Token, Secure: cfg.ServerCreds != nil}))
-	}
 	tc, err := transfer.NewClient(cfg.Transfer)
 	if err != nil {
 		return nil, err
@@ -387,9 +467,7 @@ func (n *Node) Start() error {
 		}
 		n.h.OnTransfer(n.hlth.record)
 		n.h.SetBacklog(n.clusterBacklog)
-		ts, err := transfer.NewServer(transfer.ServerConfig{
-			NodeName: n.cfg.NodeName, MaxHops: max(n.cfg.Proxy.MaxHops, 1), ChunkSize: 32 << 10, CheckMembership: true,
-		}, n.h, n)
+		ts, err := transfer.NewServer(n.cfg.TransferServer, n.h, n)
 		if err != nil {
 			n.stopAll()
 			return err
@@ -397,7 +475,7 @@ func (n *Node) Start() error {
 		swdv1.RegisterTransferServer(n.grpcSrv, ts)
 		handler = n.h
 	} else {
-		n.disp, err = proxy.NewDispatcher(n.cfg.Proxy, n.tc, n.backends, n.picker, n.m)
+		n.disp, err = proxy.NewDispatcher(n.cfg.Dispatcher, n.tc, n.backends, n.picker, n.m)
 		if err != nil {
 			n.stopAll()
 			return err

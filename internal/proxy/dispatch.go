@@ -32,6 +32,49 @@ type DispatchDecision struct {
 	Chosen      int
 }
 
+// DispatcherConfig configures a Dispatcher. Validate's messages name the
+// swd flag that sets each field.
+type DispatcherConfig struct {
+	// NodeName is the dispatcher's name (sent as every forward's sender).
+	NodeName string
+	// MaxTransferBody is the largest request body the dispatcher buffers
+	// and forwards; beyond it, 413. Default 1 MiB.
+	MaxTransferBody int64
+	// IdempotentMethods may be sent to a second node when the first failed
+	// after it may have started them. Default GET, HEAD, OPTIONS.
+	IdempotentMethods []string
+	// RetryAfter is the Retry-After advice on 503 answers. Default 1s.
+	RetryAfter time.Duration
+	// TransferTimeout bounds each forward, from dispatch to the end of the
+	// node's answer. Default 60s.
+	TransferTimeout time.Duration
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultDispatcherConfig returns the defaults, the same as a node's front
+// (DefaultConfig) for the settings they share.
+func DefaultDispatcherConfig() DispatcherConfig {
+	c := DefaultConfig()
+	return DispatcherConfig{
+		MaxTransferBody:   c.MaxTransferBody,
+		IdempotentMethods: c.IdempotentMethods,
+		RetryAfter:        c.RetryAfter,
+		TransferTimeout:   c.TransferTimeout,
+	}
+}
+
+// Validate reports the first problem with c.
+func (c DispatcherConfig) Validate() error {
+	switch {
+	case c.NodeName == "":
+		return errors.New("dispatcher: node name is required")
+	case c.MaxTransferBody < 0:
+		return fmt.Errorf("--max-transfer-body must not be negative, got %d", c.MaxTransferBody)
+	}
+	return validateForwarding(c.RetryAfter, c.TransferTimeout)
+}
+
 // Dispatcher is the front door of `swd --role dispatcher` (policies rr and
 // ct): it forwards each arriving request to a node over gRPC, choosing the
 // node with a policy.Picker on exact outstanding counts, which it updates at
@@ -40,7 +83,7 @@ type DispatchDecision struct {
 // Concurrency: safe for concurrent use; picks and count updates happen
 // under one mutex so every pick sees exact counts.
 type Dispatcher struct {
-	cfg      Config
+	cfg      DispatcherConfig
 	fwd      *transfer.Client
 	backends func() []Backend
 	picker   func() policy.Picker
@@ -58,12 +101,9 @@ type Dispatcher struct {
 
 // NewDispatcher returns a dispatcher. backends lists the nodes in ring
 // order; picker returns the current dispatch policy.
-func NewDispatcher(cfg Config, fwd *transfer.Client, backends func() []Backend, picker func() policy.Picker, m *metrics.Metrics) (*Dispatcher, error) {
-	if cfg.NodeName == "" {
-		return nil, errors.New("dispatcher: node name is required")
-	}
-	if cfg.MaxTransferBody < 0 {
-		return nil, fmt.Errorf("dispatcher: max transfer body must not be negative, got %d", cfg.MaxTransferBody)
+func NewDispatcher(cfg DispatcherConfig, fwd *transfer.Client, backends func() []Backend, picker func() policy.Picker, m *metrics.Metrics) (*Dispatcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if m == nil {
 		m = metrics.New(metrics.Live{})

@@ -35,7 +35,9 @@ import (
 	"github.com/swd-project/swd/internal/transfer"
 )
 
-// Config configures a Handler.
+// Config configures a Handler (a node's front; a dispatcher's is
+// DispatcherConfig). Validate's messages name the swd flag that sets each
+// field.
 type Config struct {
 	// NodeName is this node's name (sent as the transfer's sender).
 	NodeName string
@@ -90,21 +92,29 @@ func (c Config) Validate() error {
 	case c.NodeName == "":
 		return errors.New("proxy: node name is required")
 	case err != nil:
-		return fmt.Errorf("proxy: app url %q: %w", c.App, err)
+		return fmt.Errorf("--app %q: %w", c.App, err)
 	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
-		return fmt.Errorf("proxy: app url %q must be http(s)://host:port", c.App)
+		return fmt.Errorf("--app %q must be http(s)://host:port", c.App)
 	case c.MaxBody < 0:
-		return fmt.Errorf("proxy: max body must not be negative, got %d", c.MaxBody)
+		return fmt.Errorf("--max-body must not be negative, got %d", c.MaxBody)
 	case c.MaxTransferBody < 0 || c.MaxTransferBody > c.MaxBody:
-		return fmt.Errorf("proxy: max transfer body must be between 0 and max body (%d), got %d", c.MaxBody, c.MaxTransferBody)
+		return fmt.Errorf("--max-transfer-body must be between 0 and --max-body (%d), got %d", c.MaxBody, c.MaxTransferBody)
 	case c.MaxHops < 0:
-		return fmt.Errorf("proxy: max hops must not be negative, got %d", c.MaxHops)
+		return fmt.Errorf("--max-hops must not be negative, got %d", c.MaxHops)
 	case c.Placement != "arrival" && c.Placement != "tail":
-		return fmt.Errorf("proxy: placement must be \"arrival\" or \"tail\", got %q", c.Placement)
-	case c.RetryAfter < 0:
-		return fmt.Errorf("proxy: retry-after must not be negative, got %s", c.RetryAfter)
-	case c.TransferTimeout <= 0:
-		return fmt.Errorf("proxy: transfer timeout must be positive, got %s", c.TransferTimeout)
+		return fmt.Errorf("--placement must be \"arrival\" or \"tail\", got %q", c.Placement)
+	}
+	return validateForwarding(c.RetryAfter, c.TransferTimeout)
+}
+
+// validateForwarding checks the settings a node's front and a dispatcher
+// share for forwarding requests.
+func validateForwarding(retryAfter, transferTimeout time.Duration) error {
+	switch {
+	case retryAfter < 0:
+		return fmt.Errorf("--retry-after must not be negative, got %s", retryAfter)
+	case transferTimeout <= 0:
+		return fmt.Errorf("--transfer-timeout must be positive, got %s", transferTimeout)
 	}
 	return nil
 }
