@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
+	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/policy"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
@@ -84,8 +84,6 @@ func (s *GRPCSwitcher) call(ctx context.Context, addr string, req *swdv1.SetPoli
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if s.Token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+s.Token)
-	}
+	ctx = auth.OutgoingContext(ctx, s.Token)
 	return swdv1.NewControlClient(conn).SetPolicy(ctx, req)
 }

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/swd-project/swd/internal/auth"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 
@@ -352,7 +353,7 @@ func (c *Cluster) exited() string {
 func waitStatus(ctx context.Context, addr, token string, exited func() string, ok func(*swdv1.StatusResponse) bool) error {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+		opts = append(opts, grpc.WithPerRPCCredentials(auth.Bearer{Token: token}))
 	}
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
@@ -524,12 +525,3 @@ func FreePorts(n int) ([]int, error) {
 	}
 	return out, nil
 }
-
-// bearer attaches a control token to every call.
-type bearer string
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
-}
-
-func (b bearer) RequireTransportSecurity() bool { return false }

@@ -7,8 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/cluster"
 )
 
@@ -40,7 +41,7 @@ func TestDerived(t *testing.T) {
 			assert.Same(t, log, d.Dispatcher.Logger)
 			assert.Same(t, log, d.Cluster.Logger)
 			assert.Equal(t, d.GRPCMaxMessageSize, d.Transfer.MaxMessageSize)
-			assert.Empty(t, d.Transfer.DialOptions, "no token: no credentials")
+			assert.Equal(t, auth.Bearer{}, d.Transfer.Auth, "no token: no credentials")
 		}, ""},
 		// --max-hops 0 turns transfers off, but the server still takes the
 		// one hop of a dispatcher's forward.
@@ -55,13 +56,21 @@ func TestDerived(t *testing.T) {
 		{"message size", func(c *Config) { c.GRPCMaxMessageSize = 8 << 20 }, func(t *testing.T, d Config) {
 			assert.Equal(t, 8<<20, d.Transfer.MaxMessageSize)
 		}, ""},
-		// With a token, transfers carry it: one credential is appended.
-		{"token", func(c *Config) {
-			c.Control.Token = "secret"
-			c.Transfer.DialOptions = []grpc.DialOption{grpc.WithUserAgent("x")}
-		}, func(t *testing.T, d Config) {
-			assert.Len(t, d.Transfer.DialOptions, 2)
+		// With a token, transfers carry it...
+		{"token", func(c *Config) { c.Control.Token = "secret" }, func(t *testing.T, d Config) {
+			assert.Equal(t, auth.Bearer{Token: "secret"}, d.Transfer.Auth)
 		}, ""},
+		// ...and over TLS only over TLS.
+		{"token over TLS", func(c *Config) {
+			c.Control.Token = "secret"
+			c.ServerCreds = insecure.NewCredentials() // stands for mTLS here
+		}, func(t *testing.T, d Config) {
+			assert.Equal(t, auth.Bearer{Token: "secret", Secure: true}, d.Transfer.Auth)
+		}, ""},
+		{"other token in the client", func(c *Config) {
+			c.Control.Token = "secret"
+			c.Transfer.Auth = auth.Bearer{Token: "other"}
+		}, nil, "Transfer.Auth"},
 		// A part set to the same value as derived is no conflict.
 		{"same name in a part", func(c *Config) { c.Proxy.NodeName = "node-a" }, nil, ""},
 		// A part set to something else is refused, naming the field.
@@ -91,20 +100,15 @@ func TestDerived(t *testing.T) {
 	}
 }
 
-// TestDerivedLeavesCallerAlone: deriving never writes through to the
-// caller's config (its token credential goes to a copy of the options).
+// TestDerivedLeavesCallerAlone: deriving fills a copy; the caller's
+// config keeps its zero fields.
 func TestDerivedLeavesCallerAlone(t *testing.T) {
 	c := named()
 	c.Control.Token = "secret"
-	opts := make([]grpc.DialOption, 1, 4)
-	opts[0] = grpc.WithUserAgent("x")
-	c.Transfer.DialOptions = opts
 	_, err := c.Derived()
 	require.NoError(t, err)
-	_, err = c.Derived()
-	require.NoError(t, err)
-	assert.Len(t, c.Transfer.DialOptions, 1)
-	assert.Empty(t, c.Proxy.NodeName, "the caller's parts keep their zero fields")
+	assert.Empty(t, c.Proxy.NodeName)
+	assert.Equal(t, auth.Bearer{}, c.Transfer.Auth)
 }
 
 // TestRoleValidatedWhole: each role's parts are validated, and only the

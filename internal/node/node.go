@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/control"
 	"github.com/swd-project/swd/internal/metrics"
@@ -59,8 +59,8 @@ var Version = "dev"
 //     is the same);
 //   - Proxy.MaxHops: TransferServer.MaxHops, at least 1 (a dispatcher's
 //     forward arrives with one hop, even on nodes that never transfer);
-//   - Control.Token: a per-call credential appended to Transfer.DialOptions
-//     (transfers carry the cluster's token).
+//   - Control.Token: Transfer.Auth (transfers carry the cluster's token;
+//     over TLS, only over TLS).
 //
 // Cluster.GRPCAddr, if empty, is the bound gRPC address, set by Start.
 type Config struct {
@@ -150,12 +150,9 @@ func (c Config) Derived() (Config, error) {
 	derive(&errs, "Cluster.Logger", &c.Cluster.Logger, c.Logger)
 	derive(&errs, "Transfer.MaxMessageSize", &c.Transfer.MaxMessageSize, c.GRPCMaxMessageSize)
 	derive(&errs, "TransferServer.MaxHops", &c.TransferServer.MaxHops, max(c.Proxy.MaxHops, 1))
+	derive(&errs, "Transfer.Auth", &c.Transfer.Auth, auth.Bearer{Token: c.Control.Token, Secure: c.ServerCreds != nil})
 	if err := errors.Join(errs...); err != nil {
 		return c, err
-	}
-	if c.Control.Token != "" {
-		c.Transfer.DialOptions = append(slices.Clip(c.Transfer.DialOptions),
-			grpc.WithPerRPCCredentials(control.TokenCredentials{Token: c.Control.Token, Secure: c.ServerCreds != nil}))
 	}
 	return c, nil
 }
@@ -345,10 +342,6 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.tc = tc
-	n.ctl, err = control.New(cfg.Control, n)
-	if err != nil {
-		return nil, err
-	}
 	return n, nil
 }
 
@@ -389,7 +382,7 @@ func (n *Node) Concurrency() int {
 	return n.q.Concurrency()
 }
 
-// Policy implements cluster.LocalState and control.Node: the policy in
+// Policy implements cluster.LocalState and control.PolicyHolder: the policy in
 // force, its epoch and activation interval.
 func (n *Node) Policy() cluster.PolicyStamp {
 	s := n.pol.Load()
@@ -441,9 +434,8 @@ func (n *Node) Start() error {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(n.cfg.GRPCMaxMessageSize),
 		grpc.MaxSendMsgSize(n.cfg.GRPCMaxMessageSize),
-		grpc.ChainUnaryInterceptor(control.UnaryAuth(n.cfg.Control.Token)),
-		grpc.ChainStreamInterceptor(control.StreamAuth(n.cfg.Control.Token)),
 	}
+	opts = append(opts, auth.ServerOptions(n.cfg.Control.Token)...)
 	opts = append(opts, transfer.ServerKeepalive()...)
 	if n.cfg.ServerCreds != nil {
 		opts = append(opts, grpc.Creds(n.cfg.ServerCreds))
@@ -456,6 +448,11 @@ func (n *Node) Start() error {
 		}
 	}
 	n.grpcSrv = grpc.NewServer(opts...)
+	n.ctl, err = control.New(n.cfg.Control, control.Roles{Local: n, Policy: n, Members: n.cl, Drainer: n, Keys: n.cl, Dialer: n.tc})
+	if err != nil {
+		n.stopAll()
+		return err
+	}
 	swdv1.RegisterControlServer(n.grpcSrv, n.ctl)
 
 	var handler http.Handler
@@ -662,7 +659,7 @@ func (n *Node) viewAges() map[string]float64 {
 	return out
 }
 
-// ApplyPolicy implements control.Node: a higher epoch wins; the same epoch
+// ApplyPolicy implements control.PolicyHolder: a higher epoch wins; the same epoch
 // and name is accepted idempotently.
 func (n *Node) ApplyPolicy(name string, epoch int64, activation time.Duration) (cluster.PolicyStamp, error) {
 	p, err := policy.Lookup(name)
@@ -703,7 +700,7 @@ func (n *Node) bumpEpoch(e int64) {
 	}
 }
 
-// NextEpoch implements control.Node: wall-clock milliseconds, but always
+// NextEpoch implements control.PolicyHolder: wall-clock milliseconds, but always
 // above every epoch this node has seen (its own and gossiped ones).
 func (n *Node) NextEpoch() int64 {
 	seen := n.maxEpoch.Load()
@@ -715,84 +712,23 @@ func (n *Node) NextEpoch() int64 {
 	return max(time.Now().UnixMilli(), seen+1)
 }
 
-// Others implements control.Node.
-func (n *Node) Others() []control.Target {
-	var out []control.Target
-	for _, p := range n.cl.Peers() {
-		if p.Name != n.cfg.NodeName && p.GRPCAddr != "" {
-			out = append(out, control.Target{Name: p.Name, GRPCAddr: p.GRPCAddr})
-		}
-	}
-	return out
-}
+// Name implements control.Local.
+func (n *Node) Name() string { return n.cfg.NodeName }
 
-// Conn implements control.Node.
-func (n *Node) Conn(addr string) (*grpc.ClientConn, error) { return n.tc.Conn(addr) }
-
-// Status implements control.Node.
-func (n *Node) Status() *swdv1.StatusResponse {
-	ps := n.Policy()
-	st := &swdv1.StatusResponse{
-		Node:        n.cfg.NodeName,
-		RingId:      -1,
+// Status implements control.Local: the daemon's own state.
+func (n *Node) Status() control.Status {
+	return control.Status{
 		Role:        n.cfg.Role,
-		Policy:      control.PolicyMessage(ps),
-		QueueLength: int64(n.waiting()),
-		InFlight:    int64(n.inFlight()),
-		Concurrency: int32(n.Concurrency()),
+		QueueLength: n.waiting(),
+		InFlight:    n.inFlight(),
+		Concurrency: n.Concurrency(),
 		Counters:    n.counters(),
 		Draining:    n.draining.Load(),
 		Version:     Version,
 	}
-	if n.cl == nil {
-		return st
-	}
-	st.Members = int32(n.cl.Members())
-	for _, p := range n.cl.Peers() {
-		if p.Name == n.cfg.NodeName {
-			st.RingId = int32(p.RingID)
-		}
-		if p.RingID < 0 {
-			continue
-		}
-		st.View = append(st.View, &swdv1.PeerLoad{
-			Name: p.Name, RingId: int32(p.RingID), Load: int64(p.Load), Concurrency: int32(p.Concurrency),
-			Known: p.Known, AgeNanos: int64(p.Age), Epoch: p.Policy.Epoch, Policy: p.Policy.Name,
-		})
-	}
-	return st
 }
 
-// Members implements control.Node.
-func (n *Node) Members() []*swdv1.Member {
-	var out []*swdv1.Member
-	for _, p := range n.cl.Peers() {
-		out = append(out, &swdv1.Member{
-			Name: p.Name, GossipAddr: p.GossipAddr, GrpcAddr: p.GRPCAddr, State: p.State,
-			RingId: int32(p.RingID), Role: p.Role,
-		})
-	}
-	return out
-}
-
-// GossipKey implements control.Node.
-func (n *Node) GossipKey(op swdv1.GossipKeyRequest_Op, key []byte) ([]string, error) {
-	var err error
-	switch op {
-	case swdv1.GossipKeyRequest_OP_INSTALL:
-		err = n.cl.InstallKey(key)
-	case swdv1.GossipKeyRequest_OP_USE:
-		err = n.cl.UseKey(key)
-	case swdv1.GossipKeyRequest_OP_REMOVE:
-		err = n.cl.RemoveKey(key)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return n.cl.KeyFingerprints()
-}
-
-// Drain implements control.Node: it starts a graceful drain in the
+// Drain implements control.Drainer: it starts a graceful drain in the
 // background (as SIGTERM does) and reports what was queued.
 func (n *Node) Drain() (waiting, inFlight int) {
 	w, f := n.waiting(), n.inFlight()
