@@ -722,7 +722,7 @@ func (n *Node) Status() control.Status {
 		QueueLength: n.waiting(),
 		InFlight:    n.inFlight(),
 		Concurrency: n.Concurrency(),
-		Counters:    n.counters(),
+		Counters:    counters(n.m.Snapshot(), true),
 		Draining:    n.draining.Load(),
 		Version:     Version,
 	}
@@ -751,28 +751,24 @@ func (n *Node) stopAll() {
 	}
 }
 
-// counters reports the request and transfer counters for Status.
-func (n *Node) counters() map[string]uint64 {
+// counters keys the counters of s that saw an event as swdctl status and
+// /ui show them: "requests/<outcome>", "rejections/<reason>" and, with
+// transfers, "transfers/<direction>/<outcome>/<peer>".
+func counters(s metrics.Snapshot, transfers bool) map[string]uint64 {
 	out := map[string]uint64{}
-	mfs, err := n.m.Registry.Gather()
-	if err != nil {
-		return out
-	}
-	for _, mf := range mfs {
-		name := mf.GetName()
-		if name != "swd_requests_total" && name != "swd_transfers_total" && name != "swd_rejections_total" {
-			continue
+	for o, v := range s.Requests {
+		if v > 0 {
+			out["requests/"+string(o)] = v
 		}
-		for _, m := range mf.GetMetric() {
-			if m.GetCounter().GetValue() == 0 {
-				continue // series created up front that saw no event yet
-			}
-			var parts []string
-			for _, l := range m.GetLabel() {
-				parts = append(parts, l.GetValue())
-			}
-			key := strings.TrimSuffix(strings.TrimPrefix(name, "swd_"), "_total") + "/" + strings.Join(parts, "/")
-			out[key] = uint64(m.GetCounter().GetValue())
+	}
+	for r, v := range s.Rejections {
+		if v > 0 {
+			out["rejections/"+string(r)] = v
+		}
+	}
+	if transfers {
+		for _, t := range s.Transfers {
+			out["transfers/"+string(t.Direction)+"/"+string(t.Outcome)+"/"+t.Peer] = t.Count
 		}
 	}
 	return out

@@ -142,16 +142,16 @@ func (d *Dispatcher) Outstanding() map[string]int {
 // ServeHTTP dispatches a client request.
 func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	fail := func(err error, outcome string) {
+	fail := func(err error, outcome metrics.Outcome) {
 		d.m.ObserveRequest(outcome, time.Since(start))
 		if errors.Is(err, swderr.ErrClientGone) || r.Context().Err() != nil {
 			return
 		}
-		d.m.Rejections.WithLabelValues(reason(err)).Inc()
+		d.m.Reject(reason(err))
 		WriteError(w, err, d.retry)
 	}
 	if r.Method == http.MethodConnect || isUpgrade(r) {
-		d.m.Rejections.WithLabelValues("connect").Inc()
+		d.m.Reject(metrics.ReasonConnect)
 		d.m.ObserveRequest(metrics.OutcomeRejected, time.Since(start))
 		http.Error(w, "swd dispatcher: CONNECT and upgrades are not supported", http.StatusMethodNotAllowed)
 		return
@@ -202,7 +202,7 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			d.onTransfer(b.Name, err)
 		}
 		o := classifyForward(res, err, r.Context().Err() != nil, !retried && slices.Contains(d.cfg.IdempotentMethods, r.Method))
-		recordForward(d.m, b.Name, o, time.Since(sent))
+		d.m.TransferOut(b.Name, o.transfer, time.Since(sent))
 		switch o.kind {
 		case forwardAnswered:
 			d.m.ObserveRequest(metrics.OutcomeRemote, time.Since(start))

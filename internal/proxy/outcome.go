@@ -52,9 +52,9 @@ const (
 // it is counted under.
 type forwardOutcome struct {
 	kind forwardKind
-	// transfer is the outcome in swd_transfers_total{direction="out"} and
-	// swd_transfer_duration_seconds.
-	transfer string
+	// transfer is the outcome the forward is recorded under
+	// (metrics.TransferOut), the same way by the Handler and the Dispatcher.
+	transfer metrics.TransferOutcome
 }
 
 // classifyForward decides a forward's outcome from what transfer.Client.
@@ -86,14 +86,6 @@ func classifyForward(res transfer.Result, err error, clientGone, mayRetry bool) 
 	default:
 		return forwardOutcome{forwardFailed, metrics.TransferFailed}
 	}
-}
-
-// recordForward counts one forward to peer, and how long it took, under
-// its outcome: the Handler and the Dispatcher record every forward the same
-// way.
-func recordForward(m *metrics.Metrics, peer string, o forwardOutcome, took time.Duration) {
-	m.Transfers.WithLabelValues(metrics.DirOut, peer, o.transfer).Inc()
-	m.TransferDuration.WithLabelValues(o.transfer).Observe(took.Seconds())
 }
 
 // maxRequestIDLen caps a client's X-Request-Id that SWD adopts as the

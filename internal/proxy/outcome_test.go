@@ -40,7 +40,7 @@ func TestClassifyForward(t *testing.T) {
 		clientGone bool
 		mayRetry   bool
 		want       forwardKind
-		transfer   string
+		transfer   metrics.TransferOutcome
 	}{
 		// No error: the peer's answer was relayed, whatever else holds.
 		{"answered", headWhole, nil, false, false, forwardAnswered, metrics.TransferOK},

@@ -309,7 +309,7 @@ type pending struct {
 	hops    int
 	in      *transfer.Inbound // set for requests transferred here
 	// appOutcome is set by appError when the app did not answer.
-	appOutcome string
+	appOutcome metrics.Outcome
 	// release frees the app slot (once); set while serving locally.
 	release func()
 }
@@ -318,7 +318,7 @@ type pending struct {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.Method == http.MethodConnect {
-		h.m.Rejections.WithLabelValues("connect").Inc()
+		h.m.Reject(metrics.ReasonConnect)
 		h.m.ObserveRequest(metrics.OutcomeRejected, time.Since(start))
 		http.Error(w, "swd: CONNECT is not supported", http.StatusMethodNotAllowed)
 		return
@@ -367,7 +367,7 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 				panic(v)
 			}
 			err = errAnswerAborted
-			h.m.Transfers.WithLabelValues(metrics.DirIn, in.From, metrics.TransferFailed).Inc()
+			h.m.TransferIn(in.From, metrics.TransferFailed)
 		}
 	}()
 	p := &pending{id: in.ID, r: r, arrival: in.Arrival, hops: in.Hops, in: &in}
@@ -389,11 +389,11 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 	}
 	peer := in.From
 	if err := h.overloaded(); err != nil {
-		h.m.Transfers.WithLabelValues(metrics.DirIn, peer, metrics.TransferRefused).Inc()
+		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
 	}
 	if err := h.q.Push(t); err != nil {
-		h.m.Transfers.WithLabelValues(metrics.DirIn, peer, metrics.TransferRefused).Inc()
+		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
 	}
 	_, err = h.run(w, r, t, p)
@@ -401,7 +401,7 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 	if err != nil {
 		outcome = metrics.TransferFailed
 	}
-	h.m.Transfers.WithLabelValues(metrics.DirIn, peer, outcome).Inc()
+	h.m.TransferIn(peer, outcome)
 	return err
 }
 
@@ -457,7 +457,7 @@ func isUpgrade(r *http.Request) bool {
 // run waits for the ticket's outcome and serves it, locally or on a peer,
 // until the request is answered. It returns the request's outcome for
 // metrics, or an error if nothing was written and the caller must answer.
-func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending) (string, error) {
+func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending) (metrics.Outcome, error) {
 	ctx := r.Context()
 	for {
 		out, err := h.q.Wait(ctx, t)
@@ -498,7 +498,7 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 	}
 	defer p.release()
 	wait := time.Since(t.Pushed())
-	h.m.QueueWait.Observe(wait.Seconds())
+	h.m.ObserveQueueWait(wait)
 	if rep, ok := w.(transfer.QueueWaitReporter); ok {
 		rep.ReportQueueWait(wait) // a transferred request: its sender learns the wait
 	}
@@ -520,8 +520,8 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 
 // transferOut sends a handed-off request to peer. done is false when the
 // request went back into the local queue and must be waited for again.
-func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending, peer string) (outcome string, done bool, err error) {
-	putBack := func(local bool) (string, bool, error) {
+func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending, peer string) (outcome metrics.Outcome, done bool, err error) {
+	putBack := func(local bool) (metrics.Outcome, bool, error) {
 		if local {
 			err = h.q.PutBackLocal(t)
 		} else {
@@ -534,7 +534,7 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	addr, ok := h.peers.GRPCAddr(peer)
 	if !ok {
-		h.m.Transfers.WithLabelValues(metrics.DirOut, "unknown", metrics.TransferRefused).Inc()
+		h.m.TransferUnroutable()
 		return putBack(false)
 	}
 	start := time.Now()
@@ -548,7 +548,7 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 		h.onTransfer(peer, ferr)
 	}
 	o := classifyForward(res, ferr, ctx.Err() != nil, slices.Contains(h.cfg.IdempotentMethods, r.Method))
-	recordForward(h.m, peer, o, time.Since(start))
+	h.m.TransferOut(peer, o.transfer, time.Since(start))
 	switch o.kind {
 	case forwardAnswered:
 		if h.log.Enabled(ctx, slog.LevelDebug) {
@@ -590,35 +590,36 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, p *pending, err e
 		outcome = metrics.OutcomeFailed
 	}
 	h.m.ObserveRequest(outcome, time.Since(start))
-	h.m.Rejections.WithLabelValues(reason(err)).Inc()
+	h.m.Reject(reason(err))
 	WriteError(w, err, h.retry)
 	if h.log.Enabled(r.Context(), slog.LevelDebug) {
 		h.log.Debug("request not served", "id", p.id, "method", r.Method, "err", err)
 	}
 }
 
-func reason(err error) string {
+// reason is the rejection reason an error is counted under.
+func reason(err error) metrics.Reason {
 	switch {
 	case errors.Is(err, swderr.ErrQueueFull):
-		return "queue_full"
+		return metrics.ReasonQueueFull
 	case errors.Is(err, swderr.ErrQueueTimeout):
-		return "queue_timeout"
+		return metrics.ReasonQueueTimeout
 	case errors.Is(err, swderr.ErrOverloaded):
-		return "overloaded"
+		return metrics.ReasonOverloaded
 	case errors.Is(err, swderr.ErrDraining):
-		return "draining"
+		return metrics.ReasonDraining
 	case errors.Is(err, swderr.ErrBodyTooLarge):
-		return "body_too_large"
+		return metrics.ReasonBodyTooLarge
 	case errors.Is(err, swderr.ErrMaybeStarted):
-		return "transfer_failed"
+		return metrics.ReasonTransferFailed
 	case errors.Is(err, swderr.ErrBadRequest):
-		return "bad_request"
+		return metrics.ReasonBadRequest
 	case errors.Is(err, swderr.ErrNoBackend):
-		return "no_backend"
+		return metrics.ReasonNoBackend
 	case errors.Is(err, swderr.ErrRefused):
-		return "refused"
+		return metrics.ReasonRefused
 	default:
-		return "other"
+		return metrics.ReasonOther
 	}
 }
 
@@ -649,7 +650,7 @@ func firstLine(s string) string {
 // appError is the ReverseProxy's error handler for the local app.
 func (h *Handler) appError(w http.ResponseWriter, r *http.Request, err error) {
 	p, _ := r.Context().Value(ctxKey{}).(*pending)
-	set := func(outcome string) {
+	set := func(outcome metrics.Outcome) {
 		if p != nil {
 			p.appOutcome = outcome
 		}
@@ -658,7 +659,7 @@ func (h *Handler) appError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &mbe):
 		set(metrics.OutcomeRejected)
-		h.m.Rejections.WithLabelValues("body_too_large").Inc()
+		h.m.Reject(metrics.ReasonBodyTooLarge)
 		http.Error(w, "swd: request body too large", http.StatusRequestEntityTooLarge)
 	case r.Context().Err() != nil:
 		// the client went away; nobody to answer
