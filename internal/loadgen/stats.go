@@ -110,23 +110,12 @@ func orNaN(p *float64) float64 {
 // too, so a simulated row and a measured one mean the same.
 func Summarize(policy string, rate float64, requests, errors int, ok []time.Duration) Row {
 	r := Row{Policy: policy, Rate: rate, Requests: requests, Errors: errors}
-	if len(ok) == 0 {
-		nan := math.NaN()
-		r.MeanMs, r.P50Ms, r.P95Ms, r.P99Ms, r.P995Ms = nan, nan, nan, nan, nan
-		return r
-	}
 	v := make([]float64, len(ok))
-	var sum float64
 	for i, d := range ok {
 		v[i] = ms(d)
-		sum += v[i]
 	}
-	sort.Float64s(v)
-	r.MeanMs = sum / float64(len(v))
-	r.P50Ms = stats.Percentile(v, 50)
-	r.P95Ms = stats.Percentile(v, 95)
-	r.P99Ms = stats.Percentile(v, 99)
-	r.P995Ms = stats.Percentile(v, 99.5)
+	s := stats.Summarize(v)
+	r.MeanMs, r.P50Ms, r.P95Ms, r.P99Ms, r.P995Ms = s.Mean, s.P50, s.P95, s.P99, s.P995
 	return r
 }
 

@@ -42,7 +42,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -264,15 +263,9 @@ func (r *Result) summarise() {
 		return
 	}
 	ms := make([]float64, r.Measured)
-	sum := 0.0
 	for i, d := range r.ResponseTimes {
 		ms[i] = float64(d) / 1e6
-		sum += ms[i]
 	}
-	slices.Sort(ms)
-	r.MeanMs = sum / float64(len(ms))
-	r.P50Ms = stats.Percentile(ms, 50)
-	r.P95Ms = stats.Percentile(ms, 95)
-	r.P99Ms = stats.Percentile(ms, 99)
-	r.P995Ms = stats.Percentile(ms, 99.5)
+	s := stats.Summarize(ms)
+	r.MeanMs, r.P50Ms, r.P95Ms, r.P99Ms, r.P995Ms = s.Mean, s.P50, s.P95, s.P99, s.P995
 }

@@ -1,8 +1,9 @@
-// Package stats holds the two statistics the simulator and the load
-// generator share, so that a simulated row and a measured one mean the same
-// thing: Percentile, the percentile of a sample, and CapacityAt, the x-th
-// percentile capacity of docs/algorithms.md (the highest arrival rate whose
-// x-th percentile response time stays within a limit).
+// Package stats holds the statistics the simulator and the load generator
+// share, so that a simulated row and a measured one mean the same thing:
+// Percentile, the percentile of a sample (and Summarize, a sample's mean and
+// the percentiles SWD reports), and CapacityAt, the x-th percentile capacity
+// of docs/algorithms.md (the highest arrival rate whose x-th percentile
+// response time stays within a limit).
 //
 // Concurrency: pure functions of their arguments; safe for concurrent use.
 package stats
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -30,6 +32,34 @@ func Percentile(sorted []float64, p float64) float64 {
 	}
 	f := r - float64(lo)
 	return sorted[lo] + f*(sorted[lo+1]-sorted[lo])
+}
+
+// Summary is what SWD reports of a sample of response times: the mean and
+// the 50th, 95th, 99th and 99.5th percentiles.
+type Summary struct {
+	Mean, P50, P95, P99, P995 float64
+}
+
+// Summarize returns values' Summary (Percentile's definition), summing
+// them in the order given, then sorting values in place. With no values,
+// every field is NaN.
+func Summarize(values []float64) Summary {
+	if len(values) == 0 {
+		nan := math.NaN()
+		return Summary{nan, nan, nan, nan, nan}
+	}
+	sum := 0.0
+	for _, v := range values {
+		sum += v
+	}
+	slices.Sort(values)
+	return Summary{
+		Mean: sum / float64(len(values)),
+		P50:  Percentile(values, 50),
+		P95:  Percentile(values, 95),
+		P99:  Percentile(values, 99),
+		P995: Percentile(values, 99.5),
+	}
 }
 
 // Bound says how a capacity relates to the measured rates.

@@ -3,6 +3,7 @@ package stats
 import (
 	"encoding/json"
 	"math"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -139,4 +140,34 @@ func TestBoundText(t *testing.T) {
 	// An unknown name is refused, not read as Interpolated.
 	var b Bound
 	assert.ErrorContains(t, b.UnmarshalText([]byte("exact")), "unknown capacity bound")
+}
+
+func TestSummarize(t *testing.T) {
+	cases := []struct {
+		name   string
+		values []float64
+		want   Summary
+	}{
+		// Mean 30; p50 the middle value; p95 at rank 3.8: 40 + 0.8*10 = 48;
+		// p99 at rank 3.96: 49.6; p99.5 at rank 3.98: 49.8.
+		{"five values", []float64{50, 10, 40, 20, 30}, Summary{30, 30, 48, 49.6, 49.8}},
+		// One value is every statistic.
+		{"one value", []float64{7}, Summary{7, 7, 7, 7, 7}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Summarize(c.values)
+			assert.InDelta(t, c.want.Mean, got.Mean, 1e-9)
+			assert.InDelta(t, c.want.P50, got.P50, 1e-9)
+			assert.InDelta(t, c.want.P95, got.P95, 1e-9)
+			assert.InDelta(t, c.want.P99, got.P99, 1e-9)
+			assert.InDelta(t, c.want.P995, got.P995, 1e-9)
+			assert.True(t, sort.Float64sAreSorted(c.values), "sorted in place")
+		})
+	}
+	// No values: nothing to summarise, NaN everywhere.
+	e := Summarize(nil)
+	for _, v := range []float64{e.Mean, e.P50, e.P95, e.P99, e.P995} {
+		assert.True(t, math.IsNaN(v))
+	}
 }
