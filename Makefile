@@ -7,12 +7,13 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/swd-project/swd/internal/node.Version=$(VERSION)
 STATICCHECK_MOD := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOVULNCHECK_MOD := golang.org/x/vuln/cmd/govulncheck@v1.9.0
+DEADCODE_MOD := golang.org/x/tools/cmd/deadcode@v0.52.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 TEST_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 
-.PHONY: help build test test-short lint bench bench-conns bench-transfers bench-gossip bench-goodput demo paper proto fuzz clean tools chaos
+.PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-goodput demo paper proto fuzz clean tools chaos
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -31,29 +32,43 @@ tools: ## install lint tools into .tools/
 	@mkdir -p $(TOOLS)
 	@test -x $(TOOLS)/staticcheck || GOBIN=$(TOOLS) $(GO) install $(STATICCHECK_MOD)
 	@test -x $(TOOLS)/govulncheck || GOBIN=$(TOOLS) $(GO) install $(GOVULNCHECK_MOD)
+	@test -x $(TOOLS)/deadcode || GOBIN=$(TOOLS) $(GO) install $(DEADCODE_MOD)
 
-lint: tools ## go vet, gofmt check, staticcheck, govulncheck
+lint: tools cross deadcode ## go vet, gofmt check, staticcheck, govulncheck, cross-builds, dead code
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(TOOLS)/staticcheck ./...
 	@echo "$(TOOLS)/govulncheck ./..."; $(TOOLS)/govulncheck $(if $(GOVULNDB),-db $(GOVULNDB)) ./...; rc=$$?; \
 	if [ $$rc -ne 0 ] && [ $$rc -ne 3 ]; then echo "govulncheck could not check the dependencies (exit $$rc): is its vulnerability database reachable? GOVULNDB=file:///path/to/copy uses a local copy"; fi; exit $$rc
 
+# The portable packages (pure policies, simulator, queue, workloads, stats)
+# must stay free of OS-specific code; everything else must at least build on
+# macOS (swdctl, loadgen and the local cluster run there, without Linux's
+# parent-death signal).
+PORTABLE := ./internal/policy/... ./internal/sim/... ./internal/queue/... ./internal/workload/... ./internal/stats/... ./internal/swderr/...
+
+deadcode: tools ## functions no program or test reaches (deadcode -test): fails unless there are none
+	@out=$$($(TOOLS)/deadcode -test ./...) || exit 1; if [ -n "$$out" ]; then echo "$$out"; echo "unreachable code: delete it or use it"; exit 1; fi
+
+cross: ## GOOS=darwin go build ./... and GOOS=windows go vet of the portable packages
+	GOOS=darwin $(GO) build ./...
+	GOOS=windows $(GO) vet $(PORTABLE)
+
 bench: build ## print performance figures: micro-benchmarks, swd's added latency and throughput, one transfer hop
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/queue/ ./internal/policy/ ./internal/sim/
-	$(GO) run ./test/benchproxy
+	$(GO) run ./test/bench/proxy
 
 bench-conns: build ## swd's memory with ~20,000 idle client connections (RSS before/after)
-	$(GO) run ./test/connbench --bin-dir $(BIN)
+	$(GO) run ./test/bench/conns --bin-dir $(BIN)
 
 bench-transfers: build ## transfers per request of ll, nu, nu-exact at 50 % and 90 % load, real cluster vs simulator
-	$(GO) run ./test/transferbench --bin-dir $(BIN)
+	$(GO) run ./test/bench/transfers --bin-dir $(BIN)
 
 bench-goodput: build ## goodput at 1x, 2x and 5x capacity for every policy (no congestion collapse)
-	$(GO) run ./test/goodput --bin-dir $(BIN)
+	$(GO) run ./test/bench/goodput --bin-dir $(BIN)
 
 bench-gossip: ## gossip entry age, bytes/s and CPU per node at 16, 32 and 64 nodes
-	$(GO) run ./test/gossipbench -nodes 16,32,64
+	$(GO) run ./test/bench/gossip -nodes 16,32,64
 
 chaos: build ## 8 nodes at 70 % load for 60 s, a node SIGKILLed and restarted every 10 s; prints every request's fate
 	$(GO) run ./test/chaos/cmd/chaos --bin-dir $(BIN)

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/config"
 	"github.com/swd-project/swd/internal/node"
 	"github.com/swd-project/swd/internal/policy"
@@ -39,9 +39,26 @@ type flags struct {
 	tlsCert    string
 	tlsKey     string
 	tlsCA      string
-	idempotent []string
 	staleAfter time.Duration
 	hostName   string
+	fwd        forwarding
+}
+
+// forwarding holds the flags a node's front (node.Config.Proxy) and a
+// dispatcher's (node.Config.Dispatcher) share; run sets both from them, and
+// the role's own is validated.
+type forwarding struct {
+	maxTransferBody int64
+	idempotent      []string
+	retryAfter      time.Duration
+	transferTimeout time.Duration
+}
+
+func (w forwarding) apply(c *node.Config) {
+	c.Proxy.MaxTransferBody, c.Dispatcher.MaxTransferBody = w.maxTransferBody, w.maxTransferBody
+	c.Proxy.IdempotentMethods, c.Dispatcher.IdempotentMethods = w.idempotent, w.idempotent
+	c.Proxy.RetryAfter, c.Dispatcher.RetryAfter = w.retryAfter, w.retryAfter
+	c.Proxy.TransferTimeout, c.Dispatcher.TransferTimeout = w.transferTimeout, w.transferTimeout
 }
 
 func newCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -90,12 +107,12 @@ environment, which wins over the file.`,
 	fs.DurationVar(&c.ActivationInterval, "activation-interval", c.ActivationInterval, "how often a transfer policy runs")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "longest graceful drain on SIGTERM before answering the rest with 503")
 	fs.Int64Var(&c.Proxy.MaxBody, "max-body", c.Proxy.MaxBody, "largest request body in bytes; beyond it, 413")
-	fs.Int64Var(&c.Proxy.MaxTransferBody, "max-transfer-body", c.Proxy.MaxTransferBody, "largest body buffered so its request can move to another node")
+	fs.Int64Var(&f.fwd.maxTransferBody, "max-transfer-body", c.Proxy.MaxTransferBody, "largest body buffered so its request can move to another node")
 	fs.IntVar(&c.Proxy.MaxHops, "max-hops", c.Proxy.MaxHops, "how many times a request may be transferred (0 disables transfers)")
 	fs.StringVar(&c.Proxy.Placement, "placement", c.Proxy.Placement, `where a transferred request lands in the target's queue: "arrival" (by original arrival time) or "tail"`)
-	fs.StringSliceVar(&f.idempotent, "idempotent-methods", c.Proxy.IdempotentMethods, "methods run locally once if a transfer fails after the peer may have started them")
-	fs.DurationVar(&c.Proxy.RetryAfter, "retry-after", c.Proxy.RetryAfter, "Retry-After advice on 503 answers")
-	fs.DurationVar(&c.Proxy.TransferTimeout, "transfer-timeout", c.Proxy.TransferTimeout, "longest a transfer may take, from hand-off to the end of the peer's answer")
+	fs.StringSliceVar(&f.fwd.idempotent, "idempotent-methods", c.Proxy.IdempotentMethods, "methods run locally once if a transfer fails after the peer may have started them")
+	fs.DurationVar(&f.fwd.retryAfter, "retry-after", c.Proxy.RetryAfter, "Retry-After advice on 503 answers")
+	fs.DurationVar(&f.fwd.transferTimeout, "transfer-timeout", c.Proxy.TransferTimeout, "longest a transfer may take, from hand-off to the end of the peer's answer")
 	fs.BoolVar(&c.Proxy.EarlyReject, "early-reject", c.Proxy.EarlyReject, "answer 503 at once when the predicted wait exceeds --queue-timeout")
 	fs.StringVar(&f.gossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) that encrypts gossip")
 	fs.StringVar(&c.Control.Token, "control-token", "", "token required on the control API (required when --grpc is beyond loopback)")
@@ -126,14 +143,9 @@ func run(ctx context.Context, f *flags, stderr io.Writer) error {
 	c.Logger = log
 	c.Cluster.Join = f.joinList
 	c.Cluster.StaleAfter = f.staleAfter
-	c.Proxy.IdempotentMethods = f.idempotent
-	c.Transfer.MaxMessageSize = c.GRPCMaxMessageSize
-	if f.gossipKey != "" {
-		key, err := base64.StdEncoding.DecodeString(f.gossipKey)
-		if err != nil {
-			return fmt.Errorf("--gossip-key: not base64: %w", err)
-		}
-		c.Cluster.GossipKey = key
+	f.fwd.apply(&c)
+	if c.Cluster.GossipKey, err = cluster.ParseGossipKey(f.gossipKey); err != nil {
+		return fmt.Errorf("--gossip-key: %w", err)
 	}
 	if f.tokenFile != "" {
 		if c.Control.Token != "" {

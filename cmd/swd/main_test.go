@@ -48,6 +48,16 @@ func TestBadConfigurationIsRefused(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud"}, nil, "--log-level"},
 		// An address must be host:port.
 		{"bad listen address", []string{"--listen", "8080"}, nil, "--listen"},
+		// Every transfer is bounded in time, on a node...
+		{"node without transfer timeout", []string{"--transfer-timeout", "0"}, nil, "--transfer-timeout"},
+		// ...and on a dispatcher, whose settings are validated whole too.
+		{"dispatcher without transfer timeout", []string{"--role", "dispatcher", "--transfer-timeout", "0"}, nil, "--transfer-timeout"},
+		{"dispatcher with negative retry-after", []string{"--role", "dispatcher", "--retry-after", "-5s"}, nil, "--retry-after"},
+		// Both wrong: the first problem is named.
+		{"dispatcher with both", []string{"--role", "dispatcher", "--transfer-timeout", "0", "--retry-after", "-5s"}, nil, "--retry-after must not be negative"},
+		{"dispatcher with negative body limit", []string{"--role", "dispatcher", "--max-transfer-body", "-1"}, nil, "--max-transfer-body"},
+		// The gRPC message limit bounds transfers.
+		{"tiny grpc message limit", []string{"--grpc-max-message", "1000"}, nil, "--grpc-max-message"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/config"
-	"github.com/swd-project/swd/internal/control"
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/tlsutil"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
@@ -115,7 +115,7 @@ func (g *globals) client() (swdv1.ControlClient, func(), error) {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	if g.token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(control.TokenCredentials{Token: g.token, Secure: g.tlsCA != ""}))
+		opts = append(opts, grpc.WithPerRPCCredentials(auth.Bearer{Token: g.token, Secure: g.tlsCA != ""}))
 	}
 	cc, err := grpc.NewClient(g.addr, opts...)
 	if err != nil {

@@ -29,8 +29,9 @@ type LocalState interface {
 	Policy() PolicyStamp
 }
 
-// PolicyStamp is a policy as gossiped: name, epoch (higher wins) and the
-// activation interval it runs at.
+// PolicyStamp is the policy a member runs: name, epoch (higher wins) and
+// the activation interval it runs at. It is what gossip carries and what
+// the node and its control API report (one type for all three).
 type PolicyStamp struct {
 	Name               string
 	Epoch              int64

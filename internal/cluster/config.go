@@ -233,8 +233,10 @@ func (c Config) fanout() int {
 	return 3
 }
 
-// ParseGossipKey decodes the --gossip-key flag: standard base64 (padded or
-// not) of a 16-, 24- or 32-byte AES key. The empty string means no key.
+// ParseGossipKey decodes a gossip key as users give it (swd --gossip-key,
+// swdctl gossip-key): standard base64 (padded or not, surrounding space
+// ignored) of a 16-, 24- or 32-byte AES key. The empty string means no key.
+// It is the one decoder of gossip keys.
 func ParseGossipKey(s string) ([]byte, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -245,10 +247,10 @@ func ParseGossipKey(s string) ([]byte, error) {
 		key, err = base64.RawStdEncoding.DecodeString(s)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cluster: gossip key is not base64: %w", err)
+		return nil, fmt.Errorf("gossip key is not base64: %w", err)
 	}
 	if err := memberlist.ValidateKey(key); err != nil {
-		return nil, fmt.Errorf("cluster: gossip key is %d bytes, want 16, 24 or 32", len(key))
+		return nil, fmt.Errorf("gossip key is %d bytes, want 16, 24 or 32", len(key))
 	}
 	return key, nil
 }

@@ -12,9 +12,9 @@
 // meta; members whose meta is not SWD's are refused. Leave announces a
 // graceful departure (the others drop the member at once); Shutdown without
 // Leave looks like a crash. memberlist is tuned for a LAN or loopback (see
-// the constants in config.go): a silent member is declared dead within
-// about 2.6 s at 16 nodes and 3.7 s at 64 (measured: 1.0-1.8 s), within
-// the 5 s goal. A member restarted under the same name rejoins: at the same
+// the constants in config.go): by those constants a silent member is
+// declared dead within about 2.6 s at 16 nodes and 3.7 s at 64, within the
+// 5 s goal (measured times: docs/gossip.md). A member restarted under the same name rejoins: at the same
 // address by refuting its old incarnation, at another address once the old
 // one has been dead for 2 s.
 //
@@ -45,28 +45,23 @@
 // Malformed and foreign messages are counted in Stats and dropped, and a
 // message is validated whole before any of it reaches the view.
 //
-// The mechanism was chosen by measurement (test/gossipbench, docs/gossip.md).
-// On loopback, with 16 nodes in one process on a shared 2-core machine, the
-// direct mechanism kept peers' entries at p50 10 ms and p99 21-27 ms (about
-// one interval). It cost 0.92-1.09 % of a core per node, of which 0.19 % is
-// memberlist's probing and the runtime, which any mechanism pays, and it
-// sent 50 kB/s per node. At 32 nodes: p99 21-40 ms, 1.4-1.6 %.
-// memberlist's piggyback path (MechanismPiggyback: the own entry plus
-// relayed fresh entries handed to memberlist's gossip, fanout 3) costs about
-// 0.6-0.8 % of a core at 16, 32 and 64 nodes, but p99 sits at 60 ms
-// (3 intervals) and 100-190 ms at 64, because most entries arrive through a
-// relay. With fanout 6 it costs as much as direct and p99 is still 46 ms.
-// Direct is therefore the default. Its cost per node grows linearly with n
-// (n-1 datagrams per tick), to about 3 % at 64 nodes. docs/gossip.md
-// sketches how to bound it past 64.
+// The mechanism was chosen by measurement; the figures, and the command
+// that reproduces them (make bench-gossip, test/bench/gossip), are in
+// docs/gossip.md. In short: direct sending keeps peers' entries about one
+// interval old, and its cost per node grows linearly with n (n-1 datagrams
+// per tick). memberlist's piggyback path (MechanismPiggyback: the own entry
+// plus relayed fresh entries handed to memberlist's gossip) costs less at
+// large n, but most entries arrive through a relay, several intervals old.
+// Direct is therefore the default; docs/gossip.md sketches how to bound its
+// cost on large clusters.
 //
 // Direct sending is cheap because this package brings its own memberlist
 // transport (transport.go): memberlist's NetTransport allocates 64 KiB per
-// datagram read (about 4× the CPU of everything else at 20 ms gossip); ours
-// reuses one read buffer, sends a tick's datagrams in one sendmmsg(2), and
-// hands unencrypted load messages to the cluster without memberlist's two
-// goroutine hand-offs. With a GossipKey, every datagram goes through
-// memberlist's AES-GCM path instead (about 1.5 % of a core at 16 nodes).
+// datagram read, which at 20 ms gossip cost more CPU than everything else;
+// ours reuses one read buffer, sends a tick's datagrams in one sendmmsg(2),
+// and hands unencrypted load messages to the cluster without memberlist's
+// two goroutine hand-offs. With a GossipKey, every datagram goes through
+// memberlist's AES-GCM path instead, at a higher cost.
 //
 // # Concurrency
 //

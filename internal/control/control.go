@@ -1,5 +1,5 @@
-// Package control implements SWD's Control gRPC service (status, nodes,
-// policy get/set with cluster-wide epochs, drain) and its access control.
+// Package control implements SWD's Control gRPC service: status, nodes,
+// policy get/set with cluster-wide epochs, drain and gossip keys.
 //
 // A cluster-wide policy switch is stamped with an epoch higher than any the
 // node knows of, applied locally, then sent to every other member
@@ -7,78 +7,124 @@
 // reported, and a member that is down is reported as failed, not waited on.
 // Members that miss the call (or join later) adopt the epoch from gossip.
 //
-// Access: when a token is configured, every Control and Transfer call must
-// carry it as "authorization: Bearer TOKEN" metadata, else it fails with
-// Unauthenticated; nodes send it with their transfers. mTLS and the
-// membership check guard transfers further.
+// The service sees the daemon through small roles (Roles): the node
+// itself, the policy holder, the members, the drainer, the gossip keyring
+// and a connection pool, each returning plain values; this package builds
+// every protobuf message. Access is guarded by the cluster's token
+// (internal/auth), checked by the gRPC server's interceptors.
 //
-// Concurrency: Service is safe for concurrent use.
+// Concurrency: Service is safe for concurrent use; it calls its roles from
+// many goroutines at once, so they must be safe for concurrent use too.
 package control
 
 import (
 	"context"
-	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/swd-project/swd/internal/auth"
+	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/swderr"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 
-// PolicyState is the policy a node runs.
-type PolicyState struct {
-	Name               string
-	Epoch              int64
-	ActivationInterval time.Duration
+// Local is the daemon itself.
+type Local interface {
+	// Name is the daemon's node name.
+	Name() string
+	// Status is the daemon's own state (the cluster's comes from Members).
+	Status() Status
 }
 
-// ToProto converts s to its wire form.
-func (s PolicyState) ToProto() *swdv1.PolicyState {
-	return &swdv1.PolicyState{Name: s.Name, Epoch: s.Epoch, ActivationIntervalNanos: int64(s.ActivationInterval)}
+// Status is a daemon's own state, as Control.Status reports it.
+type Status struct {
+	Role        string
+	QueueLength int
+	InFlight    int
+	Concurrency int
+	Draining    bool
+	Version     string
+	// Counters are the request, rejection and transfer counters that saw
+	// an event, by key: "requests/<outcome>", "rejections/<reason>",
+	// "transfers/<direction>/<outcome>/<peer>".
+	Counters map[string]uint64
 }
 
-// Target is a member to send a cluster-wide change to.
-type Target struct {
-	Name     string
-	GRPCAddr string
-}
-
-// Node is what the service needs from the daemon.
-type Node interface {
-	Status() *swdv1.StatusResponse
-	Members() []*swdv1.Member
-	Policy() PolicyState
+// PolicyHolder holds the policy in force.
+type PolicyHolder interface {
+	Policy() cluster.PolicyStamp
 	// ApplyPolicy adopts the policy if epoch is higher than the current
-	// one (or equal with the same name: idempotent) and returns the state
+	// one (or equal with the same name: idempotent) and returns the policy
 	// in force afterwards.
-	ApplyPolicy(name string, epoch int64, activation time.Duration) (PolicyState, error)
+	ApplyPolicy(name string, epoch int64, activation time.Duration) (cluster.PolicyStamp, error)
 	// NextEpoch returns an epoch higher than any this node has seen.
 	NextEpoch() int64
-	// Others lists the other members (nodes and dispatchers).
-	Others() []Target
-	// Conn returns a (cached) connection to a member's gRPC address.
-	Conn(addr string) (*grpc.ClientConn, error)
+}
+
+// Members is the membership as this node sees it (*cluster.Cluster).
+type Members interface {
+	// Peers lists every alive member, self included, sorted by name.
+	Peers() []cluster.Peer
+	// Members counts the alive members, self and dispatchers included.
+	Members() int
+}
+
+// Drainer drains the daemon.
+type Drainer interface {
 	// Drain starts a graceful drain and returns what was queued.
 	Drain() (waiting, inFlight int)
-	// GossipKey runs one keyring operation and returns the installed keys'
-	// fingerprints afterwards.
-	GossipKey(op swdv1.GossipKeyRequest_Op, key []byte) ([]string, error)
+}
+
+// Keyring manages the gossip encryption keys (*cluster.Cluster).
+type Keyring interface {
+	InstallKey(key []byte) error
+	UseKey(key []byte) error
+	RemoveKey(key []byte) error
+	// KeyFingerprints lists the installed keys' fingerprints, primary first.
+	KeyFingerprints() ([]string, error)
+}
+
+// Dialer hands out (cached) connections to members' gRPC addresses
+// (*transfer.Client).
+type Dialer interface {
+	Conn(addr string) (*grpc.ClientConn, error)
+}
+
+// Roles are the parts of the daemon the service uses. All are required.
+type Roles struct {
+	Local   Local
+	Policy  PolicyHolder
+	Members Members
+	Drainer Drainer
+	Keys    Keyring
+	Dialer  Dialer
+}
+
+func (r Roles) validate() error {
+	if r.Local == nil || r.Policy == nil || r.Members == nil || r.Drainer == nil || r.Keys == nil || r.Dialer == nil {
+		return errors.New("control: every role is required")
+	}
+	return nil
+}
+
+// target is a member to send a cluster-wide change to.
+type target struct {
+	name     string
+	grpcAddr string
 }
 
 // Config configures the service.
 type Config struct {
-	// Token, if set, is required on every call.
+	// Token, if set, is the cluster's token: required on every call (see
+	// internal/auth), and sent with the calls of a cluster-wide change.
 	Token string
 	// FanoutTimeout bounds each member's call in a cluster-wide switch.
 	FanoutTimeout time.Duration
@@ -92,8 +138,8 @@ func (c Config) Validate() error {
 	if c.FanoutTimeout <= 0 {
 		return fmt.Errorf("control: fan-out timeout must be positive, got %s", c.FanoutTimeout)
 	}
-	if strings.ContainsAny(c.Token, " \t\r\n") {
-		return errors.New("control: token must not contain whitespace")
+	if err := auth.ValidateToken(c.Token); err != nil {
+		return fmt.Errorf("--control-token: %w", err)
 	}
 	return nil
 }
@@ -101,33 +147,75 @@ func (c Config) Validate() error {
 // Service implements swdv1.ControlServer.
 type Service struct {
 	swdv1.UnimplementedControlServer
-	cfg  Config
-	node Node
+	cfg Config
+	r   Roles
 }
 
 var _ swdv1.ControlServer = (*Service)(nil)
 
-// New returns the Control service for node.
-func New(cfg Config, node Node) (*Service, error) {
+// New returns the Control service for the daemon r describes.
+func New(cfg Config, r Roles) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, node: node}, nil
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, r: r}, nil
 }
 
-// Status implements Control.Status.
+// policyMessage is the wire form of a policy stamp.
+func policyMessage(p cluster.PolicyStamp) *swdv1.PolicyState {
+	return &swdv1.PolicyState{Name: p.Name, Epoch: p.Epoch, ActivationIntervalNanos: int64(p.ActivationInterval)}
+}
+
+// Status implements Control.Status: the node's own state and its view of
+// the ring.
 func (s *Service) Status(context.Context, *swdv1.StatusRequest) (*swdv1.StatusResponse, error) {
-	return s.node.Status(), nil
+	own := s.r.Local.Status()
+	resp := &swdv1.StatusResponse{
+		Node:        s.r.Local.Name(),
+		RingId:      -1,
+		Role:        own.Role,
+		Policy:      policyMessage(s.r.Policy.Policy()),
+		QueueLength: int64(own.QueueLength),
+		InFlight:    int64(own.InFlight),
+		Concurrency: int32(own.Concurrency),
+		Counters:    own.Counters,
+		Draining:    own.Draining,
+		Version:     own.Version,
+		Members:     int32(s.r.Members.Members()),
+	}
+	for _, p := range s.r.Members.Peers() {
+		if p.Self {
+			resp.RingId = int32(p.RingID)
+		}
+		if p.RingID < 0 {
+			continue
+		}
+		resp.View = append(resp.View, &swdv1.PeerLoad{
+			Name: p.Name, RingId: int32(p.RingID), Load: int64(p.Load), Concurrency: int32(p.Concurrency),
+			Known: p.Known, AgeNanos: int64(p.Age), Epoch: p.Policy.Epoch, Policy: p.Policy.Name,
+		})
+	}
+	return resp, nil
 }
 
-// Nodes implements Control.Nodes.
+// Nodes implements Control.Nodes: every alive member.
 func (s *Service) Nodes(context.Context, *swdv1.NodesRequest) (*swdv1.NodesResponse, error) {
-	return &swdv1.NodesResponse{Members: s.node.Members()}, nil
+	resp := &swdv1.NodesResponse{}
+	for _, p := range s.r.Members.Peers() {
+		resp.Members = append(resp.Members, &swdv1.Member{
+			Name: p.Name, GossipAddr: p.GossipAddr, GrpcAddr: p.GRPCAddr, State: p.State,
+			RingId: int32(p.RingID), Role: p.Role,
+		})
+	}
+	return resp, nil
 }
 
 // GetPolicy implements Control.GetPolicy.
 func (s *Service) GetPolicy(context.Context, *swdv1.GetPolicyRequest) (*swdv1.PolicyState, error) {
-	return s.node.Policy().ToProto(), nil
+	return policyMessage(s.r.Policy.Policy()), nil
 }
 
 // SetPolicy implements Control.SetPolicy.
@@ -140,14 +228,13 @@ func (s *Service) SetPolicy(ctx context.Context, req *swdv1.SetPolicyRequest) (*
 	}
 	act := time.Duration(req.GetActivationIntervalNanos())
 	if act == 0 {
-		act = s.node.Policy().ActivationInterval
+		act = s.r.Policy.Policy().ActivationInterval
 	}
 	epoch := req.GetEpoch()
 	if epoch == 0 {
-		epoch = s.node.NextEpoch()
+		epoch = s.r.Policy.NextEpoch()
 	}
-	self := s.node.Status()
-	local := s.apply(self.GetNode(), "local", req.GetName(), epoch, act)
+	local := s.apply(s.r.Local.Name(), "local", req.GetName(), epoch, act)
 	resp := &swdv1.SetPolicyResponse{Results: []*swdv1.NodeResult{local}}
 	if !req.GetCluster() {
 		if !local.GetOk() {
@@ -155,8 +242,8 @@ func (s *Service) SetPolicy(ctx context.Context, req *swdv1.SetPolicyRequest) (*
 		}
 		return resp, nil
 	}
-	resp.Results = append(resp.Results, fanout(ctx, s, func(ctx context.Context, t Target, cl swdv1.ControlClient, err error) *swdv1.NodeResult {
-		r := &swdv1.NodeResult{Node: t.Name, Addr: t.GRPCAddr}
+	resp.Results = append(resp.Results, fanout(ctx, s, func(ctx context.Context, t target, cl swdv1.ControlClient, err error) *swdv1.NodeResult {
+		r := &swdv1.NodeResult{Node: t.name, Addr: t.grpcAddr}
 		var got *swdv1.SetPolicyResponse
 		if err == nil {
 			got, err = cl.SetPolicy(ctx, &swdv1.SetPolicyRequest{
@@ -177,26 +264,28 @@ func (s *Service) SetPolicy(ctx context.Context, req *swdv1.SetPolicyRequest) (*
 // fanout runs call for every other member concurrently, each with its own
 // FanoutTimeout deadline and the token; err is set when no connection could
 // be had. Results come in member-name order.
-func fanout[R any](ctx context.Context, s *Service, call func(ctx context.Context, t Target, cl swdv1.ControlClient, err error) R) []R {
-	others := s.node.Others()
-	sort.Slice(others, func(i, j int) bool { return others[i].Name < others[j].Name })
+func fanout[R any](ctx context.Context, s *Service, call func(ctx context.Context, t target, cl swdv1.ControlClient, err error) R) []R {
+	var others []target
+	for _, p := range s.r.Members.Peers() {
+		if !p.Self && p.GRPCAddr != "" {
+			others = append(others, target{name: p.Name, grpcAddr: p.GRPCAddr})
+		}
+	}
+	sort.Slice(others, func(i, j int) bool { return others[i].name < others[j].name })
 	results := make([]R, len(others))
 	var wg sync.WaitGroup
 	for i, t := range others {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cc, err := s.node.Conn(t.GRPCAddr)
+			cc, err := s.r.Dialer.Conn(t.grpcAddr)
 			var cl swdv1.ControlClient
 			if err == nil {
 				cl = swdv1.NewControlClient(cc)
 			}
 			cctx, cancel := context.WithTimeout(ctx, s.cfg.FanoutTimeout)
 			defer cancel()
-			if s.cfg.Token != "" {
-				cctx = metadata.AppendToOutgoingContext(cctx, "authorization", "Bearer "+s.cfg.Token)
-			}
-			results[i] = call(cctx, t, cl, err)
+			results[i] = call(auth.OutgoingContext(cctx, s.cfg.Token), t, cl, err)
 		}()
 	}
 	wg.Wait()
@@ -204,8 +293,8 @@ func fanout[R any](ctx context.Context, s *Service, call func(ctx context.Contex
 }
 
 func (s *Service) apply(node, addr, name string, epoch int64, act time.Duration) *swdv1.NodeResult {
-	st, err := s.node.ApplyPolicy(name, epoch, act)
-	r := &swdv1.NodeResult{Node: node, Addr: addr, Ok: err == nil, State: st.ToProto()}
+	st, err := s.r.Policy.ApplyPolicy(name, epoch, act)
+	r := &swdv1.NodeResult{Node: node, Addr: addr, Ok: err == nil, State: policyMessage(st)}
 	if err != nil {
 		r.Error = err.Error()
 	}
@@ -214,7 +303,7 @@ func (s *Service) apply(node, addr, name string, epoch int64, act time.Duration)
 
 // Drain implements Control.Drain.
 func (s *Service) Drain(context.Context, *swdv1.DrainRequest) (*swdv1.DrainResponse, error) {
-	w, f := s.node.Drain()
+	w, f := s.r.Drainer.Drain()
 	return &swdv1.DrainResponse{Waiting: int64(w), InFlight: int64(f)}, nil
 }
 
@@ -226,17 +315,19 @@ func (s *Service) GossipKeys(ctx context.Context, req *swdv1.GossipKeyRequest) (
 	switch req.GetOp() {
 	case swdv1.GossipKeyRequest_OP_LIST:
 	case swdv1.GossipKeyRequest_OP_INSTALL, swdv1.GossipKeyRequest_OP_USE, swdv1.GossipKeyRequest_OP_REMOVE:
-		k, err := base64.StdEncoding.DecodeString(req.GetKey())
-		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
-			return nil, status.Error(codes.InvalidArgument, "key must be base64 of 16, 24 or 32 bytes")
+		k, err := cluster.ParseGossipKey(req.GetKey())
+		if err == nil && k == nil {
+			err = errors.New("no key given")
+		}
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, "key must be base64 of 16, 24 or 32 bytes: "+err.Error())
 		}
 		key = k
 	default:
 		return nil, status.Error(codes.InvalidArgument, "op must be list, install, use or remove")
 	}
-	self := s.node.Status().GetNode()
-	fps, err := s.node.GossipKey(req.GetOp(), key)
-	local := &swdv1.NodeKeys{Node: self, Ok: err == nil, Fingerprints: fps}
+	fps, err := s.keyOp(req.GetOp(), key)
+	local := &swdv1.NodeKeys{Node: s.r.Local.Name(), Ok: err == nil, Fingerprints: fps}
 	if err != nil {
 		local.Error = err.Error()
 	}
@@ -247,8 +338,8 @@ func (s *Service) GossipKeys(ctx context.Context, req *swdv1.GossipKeyRequest) (
 		}
 		return resp, nil
 	}
-	resp.Results = append(resp.Results, fanout(ctx, s, func(ctx context.Context, t Target, cl swdv1.ControlClient, err error) *swdv1.NodeKeys {
-		r := &swdv1.NodeKeys{Node: t.Name}
+	resp.Results = append(resp.Results, fanout(ctx, s, func(ctx context.Context, t target, cl swdv1.ControlClient, err error) *swdv1.NodeKeys {
+		r := &swdv1.NodeKeys{Node: t.name}
 		var got *swdv1.GossipKeyResponse
 		if err == nil {
 			got, err = cl.GossipKeys(ctx, &swdv1.GossipKeyRequest{Op: req.GetOp(), Key: req.GetKey()})
@@ -264,63 +355,20 @@ func (s *Service) GossipKeys(ctx context.Context, req *swdv1.GossipKeyRequest) (
 	return resp, nil
 }
 
-// guardedPrefixes are the method prefixes the token guards: the control API,
-// and transfers (a node sends the cluster's token with every transfer, so
-// only holders of it can run requests on a node's app through its gRPC port).
-var guardedPrefixes = []string{"/swd.v1.Control/", "/swd.v1.Transfer/"}
-
-// UnaryAuth returns an interceptor that checks the token on Control calls.
-// With an empty token it allows everything.
-func UnaryAuth(token string) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := checkToken(ctx, token, info.FullMethod); err != nil {
-			return nil, err
-		}
-		return handler(ctx, req)
+// keyOp runs one keyring operation (none for OP_LIST) and returns the
+// installed keys' fingerprints afterwards.
+func (s *Service) keyOp(op swdv1.GossipKeyRequest_Op, key []byte) ([]string, error) {
+	var err error
+	switch op {
+	case swdv1.GossipKeyRequest_OP_INSTALL:
+		err = s.r.Keys.InstallKey(key)
+	case swdv1.GossipKeyRequest_OP_USE:
+		err = s.r.Keys.UseKey(key)
+	case swdv1.GossipKeyRequest_OP_REMOVE:
+		err = s.r.Keys.RemoveKey(key)
 	}
-}
-
-// StreamAuth returns an interceptor that checks the token on streaming
-// calls (Transfer.Forward). With an empty token it allows everything.
-func StreamAuth(token string) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := checkToken(ss.Context(), token, info.FullMethod); err != nil {
-			return err
-		}
-		return handler(srv, ss)
+	if err != nil {
+		return nil, err
 	}
+	return s.r.Keys.KeyFingerprints()
 }
-
-func checkToken(ctx context.Context, token, method string) error {
-	guarded := false
-	for _, p := range guardedPrefixes {
-		guarded = guarded || strings.HasPrefix(method, p)
-	}
-	if token == "" || !guarded {
-		return nil
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		got, ok := strings.CutPrefix(v, "Bearer ")
-		if ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
-			return nil
-		}
-	}
-	return status.Error(codes.Unauthenticated, "missing or wrong control token: pass --token or set SWD_CONTROL_TOKEN")
-}
-
-// TokenCredentials attaches a bearer token to every call of a client
-// connection (for swdctl and loadgen).
-type TokenCredentials struct {
-	Token string
-	// Secure requires transport security (set when using TLS).
-	Secure bool
-}
-
-// GetRequestMetadata implements credentials.PerRPCCredentials.
-func (c TokenCredentials) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + c.Token}, nil
-}
-
-// RequireTransportSecurity implements credentials.PerRPCCredentials.
-func (c TokenCredentials) RequireTransportSecurity() bool { return c.Secure }

@@ -3,9 +3,12 @@
 // up`, the load generator's --local, `make demo` and the end-to-end tests
 // all use it.
 //
-// Children die with the launcher: each is started with Linux's
+// Children die with the launcher on Linux: each is started with Linux's
 // parent-death signal (SIGKILL) from one OS thread that stays locked for the
 // cluster's life, so even a SIGKILLed launcher leaves no process behind.
+// Other systems have no parent-death signal: there the children (each in its
+// own process group on Unix) are stopped by Stop, and a launcher killed
+// with SIGKILL leaves them running (procAttr, in localcluster_*.go).
 //
 // Concurrency: a Cluster's methods are safe for concurrent use.
 package localcluster
@@ -28,6 +31,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/swd-project/swd/internal/auth"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 
@@ -259,7 +263,7 @@ func (c *Cluster) start(name, bin string, args ...string) error {
 
 func (c *Cluster) startProc(p *proc) error {
 	cmd := exec.Command(filepath.Join(c.cfg.BinDir, p.bin), p.args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = procAttr()
 	cmd.Env = cleanEnv()
 	if c.cfg.LogDir != "" {
 		f, err := os.OpenFile(filepath.Join(c.cfg.LogDir, p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -349,7 +353,7 @@ func (c *Cluster) exited() string {
 func waitStatus(ctx context.Context, addr, token string, exited func() string, ok func(*swdv1.StatusResponse) bool) error {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+		opts = append(opts, grpc.WithPerRPCCredentials(auth.Bearer{Token: token}))
 	}
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
@@ -454,17 +458,6 @@ func (c *Cluster) PID(name string) (int, error) {
 	return p.cmd.Process.Pid, nil
 }
 
-// PIDs lists every started process's PID.
-func (c *Cluster) PIDs() []int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []int
-	for _, p := range c.procs {
-		out = append(out, p.cmd.Process.Pid)
-	}
-	return out
-}
-
 // Stop drains every swd with SIGTERM (dispatcher first), then stops the
 // apps, waiting up to timeout, and SIGKILLs whatever is left.
 func (c *Cluster) Stop(timeout time.Duration) {
@@ -532,12 +525,3 @@ func FreePorts(n int) ([]int, error) {
 	}
 	return out, nil
 }
-
-// bearer attaches a control token to every call.
-type bearer string
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
-}
-
-func (b bearer) RequireTransportSecurity() bool { return false }

@@ -19,174 +19,178 @@ import (
 	"github.com/swd-project/swd/internal/metrics"
 )
 
-// vecFields maps each labelled field of metrics.Metrics to its family and
-// the family's label names in WithLabelValues order.
-var vecFields = map[string]struct {
-	family string
-	labels []string
-}{
-	"Requests":         {"swd_requests_total", []string{"outcome"}},
-	"Transfers":        {"swd_transfers_total", []string{"direction", "peer", "outcome"}},
-	"TransferDuration": {"swd_transfer_duration_seconds", []string{"outcome"}},
-	"PolicyInfo":       {"swd_policy_info", []string{"policy", "epoch"}},
-	"NodeInfo":         {"swd_node_info", []string{"node", "role", "version"}},
-	"Rejections":       {"swd_rejections_total", []string{"reason"}},
+// labelTypes are the metrics package's label-value types. A value of one
+// of them can only be one of the package's constants: no code outside the
+// package converts to them (checked below), so label values are bounded by
+// construction.
+var labelTypes = map[string]string{
+	"Outcome":         "swd_requests_total/outcome",
+	"Direction":       "swd_transfers_total/direction",
+	"TransferOutcome": "swd_transfers_total/outcome",
+	"Reason":          "swd_rejections_total/reason",
 }
 
-// constValues are the metrics package's label-value constants by name.
-var constValues = map[string]string{
-	"OutcomeLocal": metrics.OutcomeLocal, "OutcomeRemote": metrics.OutcomeRemote,
-	"OutcomeRejected": metrics.OutcomeRejected, "OutcomeTimedOut": metrics.OutcomeTimedOut,
-	"OutcomeClientGone": metrics.OutcomeClientGone, "OutcomeFailed": metrics.OutcomeFailed,
-	"DirOut": metrics.DirOut, "DirIn": metrics.DirIn,
-	"TransferOK": metrics.TransferOK, "TransferRefused": metrics.TransferRefused,
-	"TransferFailed": metrics.TransferFailed, "TransferRetried": metrics.TransferRetried,
-	"TransferRejected": metrics.TransferRejected,
-}
-
-// reviewed lists the non-constant label-value expressions that were
-// checked by hand to be bounded, per family and label:
+// reviewedArgs lists, per recorder method whose arguments are free
+// strings, the argument expressions checked by hand to be bounded:
 //   - peer: a cluster member's name (a policy hand-off target, a
 //     dispatcher backend, or a transfer sender the gRPC server admitted
 //     only after its membership check), never a client-supplied string;
-//   - outcome: a local variable assigned only from the constants above;
-//   - reason(err): proxy's mapping of errors to fixed reasons (its return
-//     values are checked below);
-//   - policy name and epoch: SetPolicy's arguments; Reset keeps one series;
-//   - o, r in metrics.New: loops over the package's fixed outcome and
-//     reason lists, creating their series up front;
-//   - node, role, version: SetNodeInfo's arguments (the daemon's own
-//     name, role and build version); Reset keeps one series.
+//   - policy name and epoch: the policy in force (ApplyPolicy has looked
+//     the name up in the registry); Reset keeps one series;
+//   - node, role, version: the daemon's own name, role and build version.
 //
 // Adding an expression here needs the same review: a label value must
 // never come from request data (paths, headers, IDs, client addresses).
-var reviewed = map[string]map[string][]string{
-	"swd_requests_total":            {"outcome": {"outcome", "o"}},
-	"swd_transfers_total":           {"peer": {"peer", "in.From", "b.Name"}, "outcome": {"outcome"}},
-	"swd_transfer_duration_seconds": {"outcome": {"outcome", "o"}},
-	"swd_rejections_total":          {"reason": {"reason(err)", "r"}},
-	"swd_node_info":                 {"node": {"node"}, "role": {"role"}, "version": {"version"}},
-	"swd_policy_info":               {"policy": {"name"}, "epoch": {"strconv.FormatInt(epoch, 10)"}},
+var reviewedArgs = map[string][][]string{
+	"TransferOut": {{"peer", "b.Name"}},
+	"TransferIn":  {{"peer", "in.From"}},
+	"SetPolicy":   {{"p.Name", "name"}, {"0", "epoch"}},
+	"SetNodeInfo": {{"cfg.NodeName"}, {"cfg.Role"}, {"Version"}},
 }
 
-// Every WithLabelValues call on an SWD family in the daemon's code passes,
-// for each label, a fixed value from the bounded set or a reviewed bounded
-// expression: label cardinality cannot grow with traffic.
-func TestLabelValuesAreBounded(t *testing.T) {
+// reviewedInside lists the expressions the metrics package itself passes
+// to WithLabelValues: its typed parameters as strings, its own constants,
+// and the reviewed free strings above.
+var reviewedInside = []string{
+	"string(o)", "string(r)", "string(DirOut)", "string(DirIn)", "string(TransferRefused)",
+	"peer", "unknownPeer", "node", "role", "version", "name", "strconv.FormatInt(epoch, 10)",
+}
+
+// walk parses every non-test Go file under internal/ and cmd/.
+func walk(t *testing.T, f func(path string, file *ast.File)) {
+	t.Helper()
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
-	calls := 0
-	var reasonReturns []string
 	for _, dir := range []string{"internal", "cmd"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err
 			}
-			f, err := parser.ParseFile(fset, path, nil, 0)
+			file, err := parser.ParseFile(fset, path, nil, 0)
 			if err != nil {
 				return err
 			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				if fd, ok := n.(*ast.FuncDecl); ok && fd.Name.Name == "reason" && filepath.Base(filepath.Dir(path)) == "proxy" {
-					reasonReturns = append(reasonReturns, stringReturns(t, fd)...)
-				}
-				call, ok := n.(*ast.CallExpr)
-				if !ok {
-					return true
-				}
-				sel, ok := call.Fun.(*ast.SelectorExpr)
-				if !ok {
-					return true
-				}
-				recv, ok := sel.X.(*ast.SelectorExpr)
-				if !ok {
-					return true
-				}
-				vf, ok := vecFields[recv.Sel.Name]
-				if !ok {
-					return true
-				}
-				pos := fset.Position(call.Pos())
-				switch sel.Sel.Name {
-				case "WithLabelValues", "GetMetricWithLabelValues":
-				case "With", "GetMetricWith", "CurryWith", "MustCurryWith":
-					t.Errorf("%s: %s.%s: use WithLabelValues with bounded values so this test can check them", pos, recv.Sel.Name, sel.Sel.Name)
-					return true
-				default:
-					return true
-				}
-				calls++
-				if !assert.Len(t, call.Args, len(vf.labels), "%s: %s takes %v", pos, vf.family, vf.labels) {
-					return true
-				}
-				for i, arg := range call.Args {
-					checkLabelArg(t, pos, vf.family, vf.labels[i], arg)
-				}
-				return true
-			})
+			f(path, file)
 			return nil
 		})
 		require.NoError(t, err)
 	}
-	assert.Greater(t, calls, 10, "found too few WithLabelValues calls: is the source tree where this test expects it?")
-	require.NotEmpty(t, reasonReturns, "proxy's reason() not found or returns no string literal")
-	allowed := boundedValues["swd_rejections_total"]["reason"]
-	for _, r := range reasonReturns {
-		assert.Contains(t, allowed, r, "proxy's reason() returns %q, not in the bounded set", r)
-	}
 }
 
-func checkLabelArg(t *testing.T, pos token.Position, family, label string, arg ast.Expr) {
+func exprString(t *testing.T, e ast.Expr) string {
 	t.Helper()
-	allowed := boundedValues[family][label]
-	var name string
-	switch a := arg.(type) {
-	case *ast.BasicLit:
-		v, err := strconv.Unquote(a.Value)
-		if assert.NoError(t, err, "%s", pos) {
-			assert.Contains(t, allowed, v, "%s: %s{%s=%q}: value not in the bounded set", pos, family, label, v)
-		}
-		return
-	case *ast.SelectorExpr:
-		if pkg, ok := a.X.(*ast.Ident); ok && pkg.Name == "metrics" {
-			name = a.Sel.Name
-		}
-	case *ast.Ident:
-		if _, ok := constValues[a.Name]; ok {
-			name = a.Name
-		}
-	}
-	if name != "" {
-		v, ok := constValues[name]
-		if assert.True(t, ok, "%s: metrics.%s is not a known label constant", pos, name) {
-			assert.Contains(t, allowed, v, "%s: %s{%s=metrics.%s}: value not in the bounded set", pos, family, label, name)
-		}
-		return
-	}
 	var b bytes.Buffer
-	require.NoError(t, printer.Fprint(&b, token.NewFileSet(), arg))
-	expr := b.String()
-	assert.True(t, slices.Contains(reviewed[family][label], expr),
-		"%s: %s{%s=%s}: not a constant and not a reviewed bounded expression (see reviewed in labels_test.go)", pos, family, label, expr)
+	require.NoError(t, printer.Fprint(&b, token.NewFileSet(), e))
+	return b.String()
 }
 
-// stringReturns lists the string literals a function returns.
-func stringReturns(t *testing.T, fd *ast.FuncDecl) []string {
-	var out []string
-	ast.Inspect(fd, func(n ast.Node) bool {
-		ret, ok := n.(*ast.ReturnStmt)
-		if !ok {
+// Every label value the daemon records is bounded: typed values come only
+// from the metrics package's constants, free strings only from reviewed
+// expressions, and inside the package WithLabelValues sees nothing else.
+func TestLabelValuesAreBounded(t *testing.T) {
+	recorderCalls, insideCalls := 0, 0
+	walk(t, func(path string, file *ast.File) {
+		inside := filepath.Base(filepath.Dir(path)) == "metrics"
+		recorder := slices.ContainsFunc(file.Imports, func(s *ast.ImportSpec) bool {
+			return s.Path.Value == `"github.com/swd-project/swd/internal/metrics"`
+		})
+		ast.Inspect(file, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			pos := path
+			// No conversion to a label type outside the package.
+			if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "metrics" {
+				if _, typed := labelTypes[sel.Sel.Name]; typed {
+					t.Errorf("%s: metrics.%s(%s): label values must be the package's constants", pos, sel.Sel.Name, exprString(t, call.Args[0]))
+				}
+				return true
+			}
+			if inside {
+				switch sel.Sel.Name {
+				case "WithLabelValues", "GetMetricWithLabelValues":
+					insideCalls++
+					for _, a := range call.Args {
+						assert.Contains(t, reviewedInside, exprString(t, a), "%s: WithLabelValues(%s)", pos, exprString(t, a))
+					}
+				case "With", "GetMetricWith", "CurryWith", "MustCurryWith":
+					t.Errorf("%s: %s: use WithLabelValues with reviewed values so this test can check them", pos, sel.Sel.Name)
+				}
+				return true
+			}
+			// Recorder calls: on a *metrics.Metrics, which SWD's code
+			// holds in a field or variable named m.
+			args, ok := reviewedArgs[sel.Sel.Name]
+			recv := strings.Split(exprString(t, sel.X), ".")
+			if !ok || !recorder || recv[len(recv)-1] != "m" {
+				return true
+			}
+			recorderCalls++
+			for i, allowed := range args {
+				e := exprString(t, call.Args[i])
+				assert.True(t, slices.Contains(allowed, e), "%s: %s argument %d is %s, not a reviewed bounded expression (see reviewedArgs)", pos, sel.Sel.Name, i+1, e)
+			}
 			return true
+		})
+	})
+	assert.GreaterOrEqual(t, recorderCalls, 8, "found too few recorder calls: is the source tree where this test expects it?")
+	assert.GreaterOrEqual(t, insideCalls, 8, "found too few WithLabelValues calls in the metrics package")
+}
+
+// Every constant of a label type is in its exported list (which creates the
+// series up front) and in the golden bounded set, and the lists hold
+// nothing else.
+func TestLabelConstantsListed(t *testing.T) {
+	consts := map[string][]string{} // label type -> constant values
+	walk(t, func(path string, file *ast.File) {
+		if filepath.Base(filepath.Dir(path)) != "metrics" {
+			return
 		}
-		for _, r := range ret.Results {
-			lit, ok := r.(*ast.BasicLit)
-			if !assert.True(t, ok && lit.Kind == token.STRING, "reason() must return string literals only") {
+		for _, d := range file.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
 				continue
 			}
-			v, _ := strconv.Unquote(lit.Value)
-			out = append(out, v)
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				typ, ok := vs.Type.(*ast.Ident)
+				if !ok {
+					continue
+				}
+				if _, labelled := labelTypes[typ.Name]; !labelled {
+					continue
+				}
+				for _, v := range vs.Values {
+					lit, ok := v.(*ast.BasicLit)
+					require.True(t, ok, "%s constants must be string literals", typ.Name)
+					s, err := strconv.Unquote(lit.Value)
+					require.NoError(t, err)
+					consts[typ.Name] = append(consts[typ.Name], s)
+				}
+			}
 		}
-		return true
 	})
-	return out
+	bounded := func(key string) []string {
+		family, label, _ := strings.Cut(key, "/")
+		return boundedValues[family][label]
+	}
+	lists := map[string][]string{
+		"Outcome":         strs(metrics.Outcomes...),
+		"Direction":       strs(metrics.DirOut, metrics.DirIn),
+		"TransferOutcome": strs(metrics.TransferOutcomes...),
+		"Reason":          metrics.RejectionReasons,
+	}
+	for typ, key := range labelTypes {
+		require.NotEmpty(t, consts[typ], "no constants of type %s found", typ)
+		assert.ElementsMatch(t, consts[typ], lists[typ], "%s: constants and exported list differ", typ)
+		for _, v := range consts[typ] {
+			assert.Contains(t, bounded(key), v, "%s %q is not in the golden bounded set of %s", typ, v, key)
+		}
+	}
+	assert.ElementsMatch(t, strs(metrics.Reasons...), metrics.RejectionReasons)
 }

@@ -1,7 +1,10 @@
 // Package metrics owns the daemon's Prometheus registry and every metric
 // family SWD exports. Names and units follow Prometheus conventions; label
 // values are bounded (outcomes, directions and peer node names, never
-// request paths).
+// request paths). Code records through typed methods (ObserveRequest,
+// Reject, TransferOut, ...) whose arguments are the label types below, so
+// no caller spells a label order; Snapshot reads the counters back for
+// swdctl status and the /ui page.
 //
 // Concurrency: all methods are safe for concurrent use; gauges that mirror
 // live state are read through callbacks at scrape time.
@@ -9,35 +12,103 @@ package metrics
 
 import (
 	"net/http"
+	"sort"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
-// Request outcomes, the values of swd_requests_total's "outcome" label.
+// The label names of SWD's families. Snapshot reads series by these same
+// names, so a renamed label cannot silently break swdctl status or /ui.
 const (
-	OutcomeLocal      = "served_local"
-	OutcomeRemote     = "served_remote"
-	OutcomeRejected   = "rejected"
-	OutcomeTimedOut   = "timed_out"
-	OutcomeClientGone = "client_gone"
-	OutcomeFailed     = "failed"
+	labelOutcome   = "outcome"
+	labelDirection = "direction"
+	labelPeer      = "peer"
+	labelReason    = "reason"
 )
 
-// Transfer directions and outcomes for swd_transfers_total.
+// Outcome is how a client request finished: swd_requests_total's
+// "outcome" label.
+type Outcome string
+
+// Request outcomes.
 const (
-	DirOut = "out"
-	DirIn  = "in"
-
-	TransferOK       = "ok"
-	TransferRefused  = "refused"
-	TransferFailed   = "failed"
-	TransferRetried  = "retried_locally"
-	TransferRejected = "rejected"
+	OutcomeLocal      Outcome = "served_local"
+	OutcomeRemote     Outcome = "served_remote"
+	OutcomeRejected   Outcome = "rejected"
+	OutcomeTimedOut   Outcome = "timed_out"
+	OutcomeClientGone Outcome = "client_gone"
+	OutcomeFailed     Outcome = "failed"
 )
+
+// Outcomes lists every request outcome.
+var Outcomes = []Outcome{OutcomeLocal, OutcomeRemote, OutcomeRejected, OutcomeTimedOut, OutcomeClientGone, OutcomeFailed}
+
+// Direction is a transfer's direction: swd_transfers_total's "direction".
+type Direction string
+
+// Transfer directions.
+const (
+	DirOut Direction = "out"
+	DirIn  Direction = "in"
+)
+
+// TransferOutcome is what became of a transfer: the "outcome" label of
+// swd_transfers_total and swd_transfer_duration_seconds.
+type TransferOutcome string
+
+// Transfer outcomes.
+const (
+	TransferOK      TransferOutcome = "ok"
+	TransferRefused TransferOutcome = "refused"
+	TransferFailed  TransferOutcome = "failed"
+	TransferRetried TransferOutcome = "retried_locally"
+)
+
+// TransferOutcomes lists every transfer outcome.
+var TransferOutcomes = []TransferOutcome{TransferOK, TransferRefused, TransferFailed, TransferRetried}
+
+// Reason is why a request was answered with an error before reaching the
+// app: swd_rejections_total's "reason" label.
+type Reason string
+
+// Rejection reasons.
+const (
+	ReasonQueueFull      Reason = "queue_full"
+	ReasonQueueTimeout   Reason = "queue_timeout"
+	ReasonOverloaded     Reason = "overloaded"
+	ReasonDraining       Reason = "draining"
+	ReasonBodyTooLarge   Reason = "body_too_large"
+	ReasonBadRequest     Reason = "bad_request"
+	ReasonTransferFailed Reason = "transfer_failed"
+	ReasonConnect        Reason = "connect"
+	ReasonNoBackend      Reason = "no_backend"
+	ReasonRefused        Reason = "refused"
+	ReasonOther          Reason = "other"
+)
+
+// Reasons lists every rejection reason.
+var Reasons = []Reason{
+	ReasonQueueFull, ReasonQueueTimeout, ReasonOverloaded, ReasonDraining, ReasonBodyTooLarge,
+	ReasonBadRequest, ReasonTransferFailed, ReasonConnect, ReasonNoBackend, ReasonRefused, ReasonOther,
+}
+
+// RejectionReasons lists every rejection reason as the label value it is.
+var RejectionReasons = func() []string {
+	out := make([]string, len(Reasons))
+	for i, r := range Reasons {
+		out[i] = string(r)
+	}
+	return out
+}()
+
+// unknownPeer is the peer label of a hand-off whose target left the view
+// before it could be sent (see TransferUnroutable).
+const unknownPeer = "unknown"
 
 // Live reads state that gauges mirror at scrape time.
 type Live struct {
@@ -52,28 +123,21 @@ type Live struct {
 	ViewAges func() map[string]float64
 }
 
-// Metrics holds the daemon's registry and metric families.
+// Metrics holds the daemon's registry and its metric families, which are
+// recorded only through the typed methods below.
 type Metrics struct {
+	// Registry is what /metrics serves (Handler).
 	Registry *prometheus.Registry
 
-	Requests         *prometheus.CounterVec
-	RequestDuration  prometheus.Histogram
-	QueueWait        prometheus.Histogram
-	Transfers        *prometheus.CounterVec
-	TransferDuration *prometheus.HistogramVec
-	PolicyInfo       *prometheus.GaugeVec
-	Rejections       *prometheus.CounterVec
-	NodeInfo         *prometheus.GaugeVec
+	requests         *prometheus.CounterVec
+	requestDuration  prometheus.Histogram
+	queueWait        prometheus.Histogram
+	transfers        *prometheus.CounterVec
+	transferDuration *prometheus.HistogramVec
+	policyInfo       *prometheus.GaugeVec
+	rejections       *prometheus.CounterVec
+	nodeInfo         *prometheus.GaugeVec
 }
-
-// Rejection reasons, the values of swd_rejections_total's "reason" label.
-var RejectionReasons = []string{
-	"queue_full", "queue_timeout", "overloaded", "draining", "body_too_large",
-	"bad_request", "transfer_failed", "connect", "no_backend", "refused", "other",
-}
-
-// Outcomes lists every swd_requests_total outcome.
-var Outcomes = []string{OutcomeLocal, OutcomeRemote, OutcomeRejected, OutcomeTimedOut, OutcomeClientGone, OutcomeFailed}
 
 // New builds a registry with every SWD family plus the Go and process
 // collectors. live may have nil fields (those gauges then read 0).
@@ -81,41 +145,41 @@ func New(live Live) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: reg,
-		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "swd_requests_total",
 			Help: "Client requests finished, by outcome (served_local, served_remote, rejected, timed_out, client_gone, failed).",
-		}, []string{"outcome"}),
-		RequestDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, []string{labelOutcome}),
+		requestDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "swd_request_duration_seconds",
 			Help:    "Time from a client request's arrival to its answer.",
 			Buckets: prometheus.ExponentialBucketsRange(0.0005, 60, 20),
 		}),
-		QueueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "swd_queue_wait_seconds",
 			Help:    "Time requests waited in this node's queue before the app took them.",
 			Buckets: prometheus.ExponentialBucketsRange(0.0001, 60, 20),
 		}),
-		Transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
+		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "swd_transfers_total",
 			Help: "Requests transferred between nodes, by direction (out, in), peer node and outcome.",
-		}, []string{"direction", "peer", "outcome"}),
-		TransferDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		}, []string{labelDirection, labelPeer, labelOutcome}),
+		transferDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "swd_transfer_duration_seconds",
 			Help:    "Duration of outgoing transfers, from hand-off to the end of the peer's answer.",
 			Buckets: prometheus.ExponentialBucketsRange(0.0002, 60, 20),
-		}, []string{"outcome"}),
-		PolicyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		}, []string{labelOutcome}),
+		policyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "swd_policy_info",
 			Help: "The policy this node runs: 1 for the current policy and epoch.",
 		}, []string{"policy", "epoch"}),
-		NodeInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		nodeInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "swd_node_info",
 			Help: "Always 1, labelled with this daemon's node name, role and version.",
 		}, []string{"node", "role", "version"}),
-		Rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "swd_rejections_total",
 			Help: "Requests answered with an error before reaching the app, by reason.",
-		}, []string{"reason"}),
+		}, []string{labelReason}),
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		if f == nil {
@@ -124,8 +188,8 @@ func New(live Live) *Metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(
-		m.Requests, m.RequestDuration, m.QueueWait, m.Transfers, m.TransferDuration,
-		m.PolicyInfo, m.Rejections, m.NodeInfo,
+		m.requests, m.requestDuration, m.queueWait, m.transfers, m.transferDuration,
+		m.policyInfo, m.rejections, m.nodeInfo,
 		gauge("swd_concurrency", "m: the most requests this node's app serves at once.", live.Concurrency),
 		&droppedCollector{f: live.GossipDropped},
 		gauge("swd_queue_length", "Requests waiting in this node's queue.", live.QueueLength),
@@ -138,33 +202,129 @@ func New(live Live) *Metrics {
 	// Create the known label values up front so sums and rates read 0, not
 	// "no data", before the first event.
 	for _, o := range Outcomes {
-		m.Requests.WithLabelValues(o)
+		m.requests.WithLabelValues(string(o))
 	}
-	for _, r := range RejectionReasons {
-		m.Rejections.WithLabelValues(r)
+	for _, r := range Reasons {
+		m.rejections.WithLabelValues(string(r))
 	}
-	for _, o := range []string{TransferOK, TransferRefused, TransferFailed, TransferRetried} {
-		m.TransferDuration.WithLabelValues(o)
+	for _, o := range TransferOutcomes {
+		m.transferDuration.WithLabelValues(string(o))
 	}
 	return m
 }
 
 // SetNodeInfo records the node's name, role and version in swd_node_info.
 func (m *Metrics) SetNodeInfo(node, role, version string) {
-	m.NodeInfo.Reset()
-	m.NodeInfo.WithLabelValues(node, role, version).Set(1)
+	m.nodeInfo.Reset()
+	m.nodeInfo.WithLabelValues(node, role, version).Set(1)
 }
 
 // SetPolicy records the current policy in swd_policy_info.
 func (m *Metrics) SetPolicy(name string, epoch int64) {
-	m.PolicyInfo.Reset()
-	m.PolicyInfo.WithLabelValues(name, strconv.FormatInt(epoch, 10)).Set(1)
+	m.policyInfo.Reset()
+	m.policyInfo.WithLabelValues(name, strconv.FormatInt(epoch, 10)).Set(1)
 }
 
-// ObserveRequest counts a finished client request.
-func (m *Metrics) ObserveRequest(outcome string, d time.Duration) {
-	m.Requests.WithLabelValues(outcome).Inc()
-	m.RequestDuration.Observe(d.Seconds())
+// ObserveRequest counts a finished client request and its duration.
+func (m *Metrics) ObserveRequest(o Outcome, d time.Duration) {
+	m.requests.WithLabelValues(string(o)).Inc()
+	m.requestDuration.Observe(d.Seconds())
+}
+
+// Reject counts a request answered with an error before reaching the app.
+func (m *Metrics) Reject(r Reason) {
+	m.rejections.WithLabelValues(string(r)).Inc()
+}
+
+// ObserveQueueWait records how long a request waited in this node's queue
+// before the app took it.
+func (m *Metrics) ObserveQueueWait(d time.Duration) {
+	m.queueWait.Observe(d.Seconds())
+}
+
+// TransferOut counts one forward to peer (a node's transfer, a
+// dispatcher's dispatch) under its outcome, and how long it took. peer must
+// be a cluster member's name, never request data.
+func (m *Metrics) TransferOut(peer string, o TransferOutcome, took time.Duration) {
+	m.transfers.WithLabelValues(string(DirOut), peer, string(o)).Inc()
+	m.transferDuration.WithLabelValues(string(o)).Observe(took.Seconds())
+}
+
+// TransferUnroutable counts a hand-off whose target left the view before
+// it could be sent: refused (the request went back), peer "unknown", no
+// duration (nothing was sent).
+func (m *Metrics) TransferUnroutable() {
+	m.transfers.WithLabelValues(string(DirOut), unknownPeer, string(TransferRefused)).Inc()
+}
+
+// TransferIn counts one request peer transferred to this node, under its
+// outcome here. peer must be a member's name the transfer server admitted.
+func (m *Metrics) TransferIn(peer string, o TransferOutcome) {
+	m.transfers.WithLabelValues(string(DirIn), peer, string(o)).Inc()
+}
+
+// Snapshot is the counters' current values, for swdctl status and /ui.
+type Snapshot struct {
+	// Requests and Rejections hold every outcome and reason, zero included.
+	Requests   map[Outcome]uint64
+	Rejections map[Reason]uint64
+	// Transfers holds every transfer series that saw an event, sorted by
+	// direction, peer and outcome.
+	Transfers []TransferCount
+}
+
+// TransferCount is one swd_transfers_total series.
+type TransferCount struct {
+	Direction Direction
+	Peer      string
+	Outcome   TransferOutcome
+	Count     uint64
+}
+
+// Snapshot reads the counters' current values. It is safe to call while
+// they are being recorded; each value is read once, so a snapshot taken
+// under traffic need not be consistent across counters.
+func (m *Metrics) Snapshot() Snapshot {
+	s := Snapshot{Requests: map[Outcome]uint64{}, Rejections: map[Reason]uint64{}}
+	collect(m.requests, func(l map[string]string, v uint64) { s.Requests[Outcome(l[labelOutcome])] = v })
+	collect(m.rejections, func(l map[string]string, v uint64) { s.Rejections[Reason(l[labelReason])] = v })
+	collect(m.transfers, func(l map[string]string, v uint64) {
+		s.Transfers = append(s.Transfers, TransferCount{
+			Direction: Direction(l[labelDirection]), Peer: l[labelPeer], Outcome: TransferOutcome(l[labelOutcome]), Count: v,
+		})
+	})
+	sort.Slice(s.Transfers, func(i, j int) bool {
+		a, b := s.Transfers[i], s.Transfers[j]
+		if a.Direction != b.Direction {
+			return a.Direction < b.Direction
+		}
+		if a.Peer != b.Peer {
+			return a.Peer < b.Peer
+		}
+		return a.Outcome < b.Outcome
+	})
+	return s
+}
+
+// collect calls f with the labels and value of every series of a counter
+// family.
+func collect(c prometheus.Collector, f func(labels map[string]string, v uint64)) {
+	ch := make(chan prometheus.Metric)
+	go func() {
+		c.Collect(ch)
+		close(ch)
+	}()
+	for pm := range ch {
+		var d dto.Metric
+		if pm.Write(&d) != nil {
+			continue
+		}
+		labels := make(map[string]string, len(d.GetLabel()))
+		for _, l := range d.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		f(labels, uint64(d.GetCounter().GetValue()))
+	}
 }
 
 // Handler serves the registry in the Prometheus exposition format.

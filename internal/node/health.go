@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/swderr"
 )
 
@@ -110,7 +111,7 @@ func (r *readiness) check(ctx context.Context) error {
 	if r.n.draining.Load() {
 		return errors.New("draining")
 	}
-	if r.n.cfg.Role == RoleDispatcher {
+	if r.n.cfg.Role == cluster.RoleDispatcher {
 		if len(r.n.backends()) == 0 {
 			return errors.New("no backend node known")
 		}

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/control"
 	"github.com/swd-project/swd/internal/metrics"
@@ -39,13 +40,29 @@ import (
 // Version is the daemon's version, set at build time.
 var Version = "dev"
 
-// Roles.
-const (
-	RoleNode       = "node"
-	RoleDispatcher = "dispatcher"
-)
-
-// Config configures a daemon. Every field has a flag in cmd/swd.
+// Config configures a daemon. Every field a user sets has a flag in
+// cmd/swd.
+//
+// Each role's configuration is validated whole: a node's Queue, Proxy and
+// TransferServer, a dispatcher's Dispatcher, and for both the Cluster,
+// Transfer (client) and Control parts and the fields here.
+//
+// Some fields of the parts are the daemon's, not the part's: Derived fills
+// them in, the one place they are set, from the fields here. They are left
+// zero in DefaultConfig; a part holding a different value is a conflict,
+// which Validate (and New) refuse rather than overwrite:
+//
+//   - NodeName: Proxy, Dispatcher, Cluster and TransferServer.NodeName;
+//   - Role: Cluster.Role;
+//   - Logger: Proxy, Dispatcher and Cluster.Logger;
+//   - GRPCMaxMessageSize: Transfer.MaxMessageSize (the gRPC server's limit
+//     is the same);
+//   - Proxy.MaxHops: TransferServer.MaxHops, at least 1 (a dispatcher's
+//     forward arrives with one hop, even on nodes that never transfer);
+//   - Control.Token: Transfer.Auth (transfers carry the cluster's token;
+//     over TLS, only over TLS).
+//
+// Cluster.GRPCAddr, if empty, is the bound gRPC address, set by Start.
 type Config struct {
 	Role     string
 	NodeName string
@@ -53,11 +70,13 @@ type Config struct {
 	// /readyz, /ui; GRPC serves Transfer and Control.
 	Listen, Admin, GRPC string
 
-	Queue    queue.Config
-	Proxy    proxy.Config
-	Cluster  cluster.Config
-	Transfer transfer.ClientConfig
-	Control  control.Config
+	Queue          queue.Config
+	Proxy          proxy.Config
+	Dispatcher     proxy.DispatcherConfig
+	Cluster        cluster.Config
+	Transfer       transfer.ClientConfig
+	TransferServer transfer.ServerConfig
+	Control        control.Config
 
 	// Policy is the initial policy; ActivationInterval how often a
 	// transfer policy runs.
@@ -84,17 +103,26 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the documented defaults.
+// DefaultConfig returns the documented defaults, with the derived fields
+// of the parts left zero (see Config).
 func DefaultConfig() Config {
+	cl := cluster.DefaultConfig()
+	cl.NodeName, cl.Role = "", ""
+	tc := transfer.DefaultClientConfig()
+	tc.MaxMessageSize = 0
+	ts := transfer.DefaultServerConfig()
+	ts.MaxHops = 0
 	return Config{
-		Role:                 RoleNode,
+		Role:                 cluster.RoleNode,
 		Listen:               ":8080",
 		Admin:                "127.0.0.1:9100",
 		GRPC:                 "127.0.0.1:7070",
 		Queue:                queue.DefaultConfig(),
 		Proxy:                proxy.DefaultConfig(),
-		Cluster:              cluster.DefaultConfig(),
-		Transfer:             transfer.DefaultClientConfig(),
+		Dispatcher:           proxy.DefaultDispatcherConfig(),
+		Cluster:              cl,
+		Transfer:             tc,
+		TransferServer:       ts,
 		Control:              control.DefaultConfig(),
 		Policy:               "nu",
 		ActivationInterval:   40 * time.Millisecond,
@@ -107,10 +135,53 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first problem with c.
+// Derived returns c with the parts' derived fields filled in from c's own
+// (the list is in Config's doc). A part's field that already holds another
+// value is a conflict: Derived reports it rather than overwrite it.
+func (c Config) Derived() (Config, error) {
+	var errs []error
+	derive(&errs, "Proxy.NodeName", &c.Proxy.NodeName, c.NodeName)
+	derive(&errs, "Dispatcher.NodeName", &c.Dispatcher.NodeName, c.NodeName)
+	derive(&errs, "Cluster.NodeName", &c.Cluster.NodeName, c.NodeName)
+	derive(&errs, "TransferServer.NodeName", &c.TransferServer.NodeName, c.NodeName)
+	derive(&errs, "Cluster.Role", &c.Cluster.Role, c.Role)
+	derive(&errs, "Proxy.Logger", &c.Proxy.Logger, c.Logger)
+	derive(&errs, "Dispatcher.Logger", &c.Dispatcher.Logger, c.Logger)
+	derive(&errs, "Cluster.Logger", &c.Cluster.Logger, c.Logger)
+	derive(&errs, "Transfer.MaxMessageSize", &c.Transfer.MaxMessageSize, c.GRPCMaxMessageSize)
+	derive(&errs, "TransferServer.MaxHops", &c.TransferServer.MaxHops, max(c.Proxy.MaxHops, 1))
+	derive(&errs, "Transfer.Auth", &c.Transfer.Auth, auth.Bearer{Token: c.Control.Token, Secure: c.ServerCreds != nil})
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// derive sets *dst to v unless it holds another non-zero value, which is
+// recorded as a conflict.
+func derive[T comparable](errs *[]error, field string, dst *T, v T) {
+	var zero T
+	if *dst != zero && *dst != v {
+		*errs = append(*errs, fmt.Errorf("config: %s is %v, but it is derived (%v here): leave it unset", field, *dst, v))
+		return
+	}
+	*dst = v
+}
+
+// Validate reports the first problem with c: with its derived fields (see
+// Derived), every part its role uses is validated whole.
 func (c Config) Validate() error {
-	if c.Role != RoleNode && c.Role != RoleDispatcher {
-		return fmt.Errorf("role must be %q or %q, got %q", RoleNode, RoleDispatcher, c.Role)
+	c, err := c.Derived()
+	if err != nil {
+		return err
+	}
+	return c.validate()
+}
+
+// validate checks a derived config.
+func (c Config) validate() error {
+	if c.Role != cluster.RoleNode && c.Role != cluster.RoleDispatcher {
+		return fmt.Errorf("role must be %q or %q, got %q", cluster.RoleNode, cluster.RoleDispatcher, c.Role)
 	}
 	if c.NodeName == "" {
 		return errors.New("node name must not be empty")
@@ -135,13 +206,19 @@ func (c Config) Validate() error {
 	if c.ServerCreds == nil && !c.Insecure && !IsLoopback(c.GRPC) {
 		return fmt.Errorf("--grpc %s is beyond loopback without TLS: give --tls-cert/--tls-key/--tls-ca, or --insecure to accept plaintext", c.GRPC)
 	}
-	if c.Role == RoleNode {
-		if err := c.Queue.Validate(); err != nil {
+	var parts []interface{ Validate() error }
+	if c.Role == cluster.RoleNode {
+		parts = append(parts, c.Queue, c.Proxy, c.TransferServer)
+	} else {
+		parts = append(parts, c.Dispatcher)
+	}
+	for _, p := range parts {
+		if err := p.Validate(); err != nil {
 			return err
 		}
-		if err := c.Proxy.Validate(); err != nil {
-			return err
-		}
+	}
+	if c.GRPCMaxMessageSize < 64<<10 {
+		return fmt.Errorf("--grpc-max-message must be at least 64 KiB, got %d", c.GRPCMaxMessageSize)
 	}
 	if err := c.Transfer.Validate(); err != nil {
 		return err
@@ -208,16 +285,15 @@ type Node struct {
 
 // New builds a daemon; Start runs it.
 func New(cfg Config) (*Node, error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.Proxy.NodeName = cfg.NodeName
-	cfg.Proxy.Logger = log
-	cfg.Cluster.NodeName = cfg.NodeName
-	cfg.Cluster.Role = cfg.Role
-	cfg.Cluster.Logger = log
-	if err := cfg.Validate(); err != nil {
+	log := cfg.Logger
+	cfg, err := cfg.Derived()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	n := &Node{
@@ -233,7 +309,7 @@ func New(cfg Config) (*Node, error) {
 	p, _ := policy.Lookup(cfg.Policy)
 	n.pol.Store(&policyState{p: p, activation: cfg.ActivationInterval})
 
-	if cfg.Role == RoleNode {
+	if cfg.Role == cluster.RoleNode {
 		q, err := queue.New(cfg.Queue)
 		if err != nil {
 			return nil, err
@@ -261,20 +337,11 @@ func New(cfg Config) (*Node, error) {
 	})
 	n.m.SetPolicy(p.Name, 0)
 	n.m.SetNodeInfo(cfg.NodeName, cfg.Role, Version)
-	if cfg.Control.Token != "" {
-		// Transfers carry the cluster's token (see control.StreamAuth).
-		cfg.Transfer.DialOptions = append(cfg.Transfer.DialOptions,
-			grpc.WithPerRPCCredentials(control.TokenCredentials{Token: cfg.Control.Token, Secure: cfg.ServerCreds != nil}))
-	}
 	tc, err := transfer.NewClient(cfg.Transfer)
 	if err != nil {
 		return nil, err
 	}
 	n.tc = tc
-	n.ctl, err = control.New(cfg.Control, n)
-	if err != nil {
-		return nil, err
-	}
 	return n, nil
 }
 
@@ -315,21 +382,15 @@ func (n *Node) Concurrency() int {
 	return n.q.Concurrency()
 }
 
-// Policy implements cluster.LocalState and control.Node.
-func (n *Node) Policy() control.PolicyState {
+// Policy implements cluster.LocalState and control.PolicyHolder: the policy in
+// force, its epoch and activation interval.
+func (n *Node) Policy() cluster.PolicyStamp {
 	s := n.pol.Load()
-	return control.PolicyState{Name: s.p.Name, Epoch: s.epoch, ActivationInterval: s.activation}
-}
-
-// clusterPolicy adapts the policy for the cluster's LocalState.
-type clusterState struct{ n *Node }
-
-func (c clusterState) Load() int        { return c.n.Load() }
-func (c clusterState) Concurrency() int { return c.n.Concurrency() }
-func (c clusterState) Policy() cluster.PolicyStamp {
-	s := c.n.pol.Load()
 	return cluster.PolicyStamp{Name: s.p.Name, Epoch: s.epoch, ActivationInterval: s.activation}
 }
+
+// The cluster layer reads the node's load and policy directly.
+var _ cluster.LocalState = (*Node)(nil)
 
 // Start binds every listener, joins the cluster and starts serving.
 func (n *Node) Start() error {
@@ -358,7 +419,7 @@ func (n *Node) Start() error {
 		return fmt.Errorf("gRPC would be advertised as %s while gossip runs on %s: other hosts could not reach it; "+
 			"bind --grpc to a reachable address or set --advertise", ccfg.GRPCAddr, ccfg.GossipAddr)
 	}
-	n.cl, err = cluster.New(ccfg, clusterState{n})
+	n.cl, err = cluster.New(ccfg, n)
 	if err != nil {
 		n.closeListeners()
 		return fmt.Errorf("cluster: %w", err)
@@ -373,9 +434,8 @@ func (n *Node) Start() error {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(n.cfg.GRPCMaxMessageSize),
 		grpc.MaxSendMsgSize(n.cfg.GRPCMaxMessageSize),
-		grpc.ChainUnaryInterceptor(control.UnaryAuth(n.cfg.Control.Token)),
-		grpc.ChainStreamInterceptor(control.StreamAuth(n.cfg.Control.Token)),
 	}
+	opts = append(opts, auth.ServerOptions(n.cfg.Control.Token)...)
 	opts = append(opts, transfer.ServerKeepalive()...)
 	if n.cfg.ServerCreds != nil {
 		opts = append(opts, grpc.Creds(n.cfg.ServerCreds))
@@ -388,10 +448,15 @@ func (n *Node) Start() error {
 		}
 	}
 	n.grpcSrv = grpc.NewServer(opts...)
+	n.ctl, err = control.New(n.cfg.Control, control.Roles{Local: n, Policy: n, Members: n.cl, Drainer: n, Keys: n.cl, Dialer: n.tc})
+	if err != nil {
+		n.stopAll()
+		return err
+	}
 	swdv1.RegisterControlServer(n.grpcSrv, n.ctl)
 
 	var handler http.Handler
-	if n.cfg.Role == RoleNode {
+	if n.cfg.Role == cluster.RoleNode {
 		n.h, err = proxy.New(n.cfg.Proxy, n.q, n.tc, n, n.m)
 		if err != nil {
 			n.stopAll()
@@ -399,9 +464,7 @@ func (n *Node) Start() error {
 		}
 		n.h.OnTransfer(n.hlth.record)
 		n.h.SetBacklog(n.clusterBacklog)
-		ts, err := transfer.NewServer(transfer.ServerConfig{
-			NodeName: n.cfg.NodeName, MaxHops: max(n.cfg.Proxy.MaxHops, 1), ChunkSize: 32 << 10, CheckMembership: true,
-		}, n.h, n)
+		ts, err := transfer.NewServer(n.cfg.TransferServer, n.h, n)
 		if err != nil {
 			n.stopAll()
 			return err
@@ -409,7 +472,7 @@ func (n *Node) Start() error {
 		swdv1.RegisterTransferServer(n.grpcSrv, ts)
 		handler = n.h
 	} else {
-		n.disp, err = proxy.NewDispatcher(n.cfg.Proxy, n.tc, n.backends, n.picker, n.m)
+		n.disp, err = proxy.NewDispatcher(n.cfg.Dispatcher, n.tc, n.backends, n.picker, n.m)
 		if err != nil {
 			n.stopAll()
 			return err
@@ -596,9 +659,9 @@ func (n *Node) viewAges() map[string]float64 {
 	return out
 }
 
-// ApplyPolicy implements control.Node: a higher epoch wins; the same epoch
+// ApplyPolicy implements control.PolicyHolder: a higher epoch wins; the same epoch
 // and name is accepted idempotently.
-func (n *Node) ApplyPolicy(name string, epoch int64, activation time.Duration) (control.PolicyState, error) {
+func (n *Node) ApplyPolicy(name string, epoch int64, activation time.Duration) (cluster.PolicyStamp, error) {
 	p, err := policy.Lookup(name)
 	if err != nil {
 		return n.Policy(), err
@@ -637,7 +700,7 @@ func (n *Node) bumpEpoch(e int64) {
 	}
 }
 
-// NextEpoch implements control.Node: wall-clock milliseconds, but always
+// NextEpoch implements control.PolicyHolder: wall-clock milliseconds, but always
 // above every epoch this node has seen (its own and gossiped ones).
 func (n *Node) NextEpoch() int64 {
 	seen := n.maxEpoch.Load()
@@ -649,84 +712,23 @@ func (n *Node) NextEpoch() int64 {
 	return max(time.Now().UnixMilli(), seen+1)
 }
 
-// Others implements control.Node.
-func (n *Node) Others() []control.Target {
-	var out []control.Target
-	for _, p := range n.cl.Peers() {
-		if p.Name != n.cfg.NodeName && p.GRPCAddr != "" {
-			out = append(out, control.Target{Name: p.Name, GRPCAddr: p.GRPCAddr})
-		}
-	}
-	return out
-}
+// Name implements control.Local.
+func (n *Node) Name() string { return n.cfg.NodeName }
 
-// Conn implements control.Node.
-func (n *Node) Conn(addr string) (*grpc.ClientConn, error) { return n.tc.Conn(addr) }
-
-// Status implements control.Node.
-func (n *Node) Status() *swdv1.StatusResponse {
-	ps := n.Policy()
-	st := &swdv1.StatusResponse{
-		Node:        n.cfg.NodeName,
-		RingId:      -1,
+// Status implements control.Local: the daemon's own state.
+func (n *Node) Status() control.Status {
+	return control.Status{
 		Role:        n.cfg.Role,
-		Policy:      ps.ToProto(),
-		QueueLength: int64(n.waiting()),
-		InFlight:    int64(n.inFlight()),
-		Concurrency: int32(n.Concurrency()),
-		Counters:    n.counters(),
+		QueueLength: n.waiting(),
+		InFlight:    n.inFlight(),
+		Concurrency: n.Concurrency(),
+		Counters:    counters(n.m.Snapshot(), true),
 		Draining:    n.draining.Load(),
 		Version:     Version,
 	}
-	if n.cl == nil {
-		return st
-	}
-	st.Members = int32(n.cl.Members())
-	for _, p := range n.cl.Peers() {
-		if p.Name == n.cfg.NodeName {
-			st.RingId = int32(p.RingID)
-		}
-		if p.RingID < 0 {
-			continue
-		}
-		st.View = append(st.View, &swdv1.PeerLoad{
-			Name: p.Name, RingId: int32(p.RingID), Load: int64(p.Load), Concurrency: int32(p.Concurrency),
-			Known: p.Known, AgeNanos: int64(p.Age), Epoch: p.Policy.Epoch, Policy: p.Policy.Name,
-		})
-	}
-	return st
 }
 
-// Members implements control.Node.
-func (n *Node) Members() []*swdv1.Member {
-	var out []*swdv1.Member
-	for _, p := range n.cl.Peers() {
-		out = append(out, &swdv1.Member{
-			Name: p.Name, GossipAddr: p.GossipAddr, GrpcAddr: p.GRPCAddr, State: p.State,
-			RingId: int32(p.RingID), Role: p.Role,
-		})
-	}
-	return out
-}
-
-// GossipKey implements control.Node.
-func (n *Node) GossipKey(op swdv1.GossipKeyRequest_Op, key []byte) ([]string, error) {
-	var err error
-	switch op {
-	case swdv1.GossipKeyRequest_OP_INSTALL:
-		err = n.cl.InstallKey(key)
-	case swdv1.GossipKeyRequest_OP_USE:
-		err = n.cl.UseKey(key)
-	case swdv1.GossipKeyRequest_OP_REMOVE:
-		err = n.cl.RemoveKey(key)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return n.cl.KeyFingerprints()
-}
-
-// Drain implements control.Node: it starts a graceful drain in the
+// Drain implements control.Drainer: it starts a graceful drain in the
 // background (as SIGTERM does) and reports what was queued.
 func (n *Node) Drain() (waiting, inFlight int) {
 	w, f := n.waiting(), n.inFlight()
@@ -749,28 +751,24 @@ func (n *Node) stopAll() {
 	}
 }
 
-// counters reports the request and transfer counters for Status.
-func (n *Node) counters() map[string]uint64 {
+// counters keys the counters of s that saw an event as swdctl status and
+// /ui show them: "requests/<outcome>", "rejections/<reason>" and, with
+// transfers, "transfers/<direction>/<outcome>/<peer>".
+func counters(s metrics.Snapshot, transfers bool) map[string]uint64 {
 	out := map[string]uint64{}
-	mfs, err := n.m.Registry.Gather()
-	if err != nil {
-		return out
-	}
-	for _, mf := range mfs {
-		name := mf.GetName()
-		if name != "swd_requests_total" && name != "swd_transfers_total" && name != "swd_rejections_total" {
-			continue
+	for o, v := range s.Requests {
+		if v > 0 {
+			out["requests/"+string(o)] = v
 		}
-		for _, m := range mf.GetMetric() {
-			if m.GetCounter().GetValue() == 0 {
-				continue // series created up front that saw no event yet
-			}
-			var parts []string
-			for _, l := range m.GetLabel() {
-				parts = append(parts, l.GetValue())
-			}
-			key := strings.TrimSuffix(strings.TrimPrefix(name, "swd_"), "_total") + "/" + strings.Join(parts, "/")
-			out[key] = uint64(m.GetCounter().GetValue())
+	}
+	for r, v := range s.Rejections {
+		if v > 0 {
+			out["rejections/"+string(r)] = v
+		}
+	}
+	if transfers {
+		for _, t := range s.Transfers {
+			out["transfers/"+string(t.Direction)+"/"+string(t.Outcome)+"/"+t.Peer] = t.Count
 		}
 	}
 	return out

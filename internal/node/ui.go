@@ -64,7 +64,7 @@ func (n *Node) uiState() uiState {
 	ps := n.Policy()
 	st := uiState{
 		Node: n.cfg.NodeName, Role: n.cfg.Role, Policy: ps.Name, Epoch: ps.Epoch,
-		Draining: n.draining.Load(), Counters: map[string]uint64{}, Ejected: n.hlth.ejected(), Time: time.Now(),
+		Draining: n.draining.Load(), Ejected: n.hlth.ejected(), Time: time.Now(),
 		Nodes: []uiNode{}, Transfers: []uiTransfer{},
 	}
 	if st.Ejected == nil {
@@ -82,35 +82,10 @@ func (n *Node) uiState() uiState {
 		}
 	}
 	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].RingID < st.Nodes[j].RingID })
-	mfs, _ := n.m.Registry.Gather()
-	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "swd_transfers_total":
-			for _, m := range mf.GetMetric() {
-				t := uiTransfer{Count: uint64(m.GetCounter().GetValue())}
-				for _, l := range m.GetLabel() {
-					switch l.GetName() {
-					case "peer":
-						t.Peer = l.GetValue()
-					case "direction":
-						t.Direction = l.GetValue()
-					case "outcome":
-						t.Outcome = l.GetValue()
-					}
-				}
-				st.Transfers = append(st.Transfers, t)
-			}
-		case "swd_requests_total", "swd_rejections_total":
-			for _, m := range mf.GetMetric() {
-				v := uint64(m.GetCounter().GetValue())
-				if v == 0 {
-					continue // series created up front that saw no event yet
-				}
-				for _, l := range m.GetLabel() {
-					st.Counters[mf.GetName()[4:len(mf.GetName())-6]+"/"+l.GetValue()] = v
-				}
-			}
-		}
+	snap := n.m.Snapshot()
+	st.Counters = counters(snap, false)
+	for _, t := range snap.Transfers {
+		st.Transfers = append(st.Transfers, uiTransfer{Peer: t.Peer, Direction: string(t.Direction), Outcome: string(t.Outcome), Count: t.Count})
 	}
 	return st
 }

@@ -3,7 +3,7 @@ package policy_test
 // Shared helpers of the policy tests: view builders, the invariant checks
 // every transfer plan must pass, random load vectors, and independent
 // reference implementations of N and its integer-quota variant written
-// straight from the numbered steps of shared/spec/algorithms.md.
+// straight from the numbered steps of docs/algorithms.md.
 
 import (
 	"fmt"

@@ -53,7 +53,7 @@ func LeastLoaded(v View) []Move {
 }
 
 // NearestUnderloaded is the paper's N algorithm (section 3.3) in the reading
-// that ../shared/spec/algorithms.md fixes for step 8.
+// that docs/algorithms.md fixes for step 8.
 //
 // Over the known nodes (n of them, total load S, mean S/n), seen from the
 // planning node i, relative ID t is the t-th node backwards on the ring
@@ -103,7 +103,8 @@ func NearestUnderloaded(v View) []Move {
 	return moves
 }
 
-// NearestUnderloadedExact is the integer-quota variant of N from the spec.
+// NearestUnderloadedExact is the integer-quota variant of N
+// (docs/algorithms.md, "Rounding").
 // The total S over the n known nodes is split into quotas floor(S/n) each,
 // plus one for the S mod n known nodes with the lowest ring IDs; every node
 // computes the same quotas. The walk is N's prefix-sum walk against quotas

@@ -2,7 +2,7 @@ package policy_test
 
 // Hand-checked table tests of the transfer planners (ll, nu, nu-exact),
 // called through the registry. Every case says how its answer was worked
-// out by hand from shared/spec/algorithms.md. Relative ID t seen from node
+// out by hand from docs/algorithms.md. Relative ID t seen from node
 // i is node (i - t) mod n: the walk goes i-1, i-2, ... around the ring.
 
 import (

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/swd-project/swd/internal/metrics"
@@ -33,6 +32,49 @@ type DispatchDecision struct {
 	Chosen      int
 }
 
+// DispatcherConfig configures a Dispatcher. Validate's messages name the
+// swd flag that sets each field.
+type DispatcherConfig struct {
+	// NodeName is the dispatcher's name (sent as every forward's sender).
+	NodeName string
+	// MaxTransferBody is the largest request body the dispatcher buffers
+	// and forwards; beyond it, 413. Default 1 MiB.
+	MaxTransferBody int64
+	// IdempotentMethods may be sent to a second node when the first failed
+	// after it may have started them. Default GET, HEAD, OPTIONS.
+	IdempotentMethods []string
+	// RetryAfter is the Retry-After advice on 503 answers. Default 1s.
+	RetryAfter time.Duration
+	// TransferTimeout bounds each forward, from dispatch to the end of the
+	// node's answer. Default 60s.
+	TransferTimeout time.Duration
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultDispatcherConfig returns the defaults, the same as a node's front
+// (DefaultConfig) for the settings they share.
+func DefaultDispatcherConfig() DispatcherConfig {
+	c := DefaultConfig()
+	return DispatcherConfig{
+		MaxTransferBody:   c.MaxTransferBody,
+		IdempotentMethods: c.IdempotentMethods,
+		RetryAfter:        c.RetryAfter,
+		TransferTimeout:   c.TransferTimeout,
+	}
+}
+
+// Validate reports the first problem with c.
+func (c DispatcherConfig) Validate() error {
+	switch {
+	case c.NodeName == "":
+		return errors.New("dispatcher: node name is required")
+	case c.MaxTransferBody < 0:
+		return fmt.Errorf("--max-transfer-body must not be negative, got %d", c.MaxTransferBody)
+	}
+	return validateForwarding(c.RetryAfter, c.TransferTimeout)
+}
+
 // Dispatcher is the front door of `swd --role dispatcher` (policies rr and
 // ct): it forwards each arriving request to a node over gRPC, choosing the
 // node with a policy.Picker on exact outstanding counts, which it updates at
@@ -41,14 +83,14 @@ type DispatchDecision struct {
 // Concurrency: safe for concurrent use; picks and count updates happen
 // under one mutex so every pick sees exact counts.
 type Dispatcher struct {
-	cfg      Config
+	cfg      DispatcherConfig
 	fwd      *transfer.Client
 	backends func() []Backend
 	picker   func() policy.Picker
 	m        *metrics.Metrics
 	log      *slog.Logger
 	retry    string
-	ids      atomic.Uint64
+	ids      *requestIDs
 
 	mu          sync.Mutex
 	seq         uint64
@@ -59,12 +101,9 @@ type Dispatcher struct {
 
 // NewDispatcher returns a dispatcher. backends lists the nodes in ring
 // order; picker returns the current dispatch policy.
-func NewDispatcher(cfg Config, fwd *transfer.Client, backends func() []Backend, picker func() policy.Picker, m *metrics.Metrics) (*Dispatcher, error) {
-	if cfg.NodeName == "" {
-		return nil, errors.New("dispatcher: node name is required")
-	}
-	if cfg.MaxTransferBody < 0 {
-		return nil, fmt.Errorf("dispatcher: max transfer body must not be negative, got %d", cfg.MaxTransferBody)
+func NewDispatcher(cfg DispatcherConfig, fwd *transfer.Client, backends func() []Backend, picker func() policy.Picker, m *metrics.Metrics) (*Dispatcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if m == nil {
 		m = metrics.New(metrics.Live{})
@@ -75,7 +114,8 @@ func NewDispatcher(cfg Config, fwd *transfer.Client, backends func() []Backend, 
 	}
 	return &Dispatcher{
 		cfg: cfg, fwd: fwd, backends: backends, picker: picker, m: m, log: log,
-		retry:       fmt.Sprint(int((cfg.RetryAfter + time.Second - 1) / time.Second)),
+		retry:       retryAfterHeader(cfg.RetryAfter),
+		ids:         newRequestIDs(cfg.NodeName),
 		outstanding: map[string]int{},
 	}, nil
 }
@@ -102,16 +142,16 @@ func (d *Dispatcher) Outstanding() map[string]int {
 // ServeHTTP dispatches a client request.
 func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	fail := func(err error, outcome string) {
+	fail := func(err error, outcome metrics.Outcome) {
 		d.m.ObserveRequest(outcome, time.Since(start))
 		if errors.Is(err, swderr.ErrClientGone) || r.Context().Err() != nil {
 			return
 		}
-		d.m.Rejections.WithLabelValues(reason(err)).Inc()
+		d.m.Reject(reason(err))
 		WriteError(w, err, d.retry)
 	}
 	if r.Method == http.MethodConnect || isUpgrade(r) {
-		d.m.Rejections.WithLabelValues("connect").Inc()
+		d.m.Reject(metrics.ReasonConnect)
 		d.m.ObserveRequest(metrics.OutcomeRejected, time.Since(start))
 		http.Error(w, "swd dispatcher: CONNECT and upgrades are not supported", http.StatusMethodNotAllowed)
 		return
@@ -138,10 +178,7 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = b
 		r.Body = io.NopCloser(bytes.NewReader(b))
 	}
-	id := r.Header.Get("X-Request-Id")
-	if id == "" {
-		id = fmt.Sprintf("%s-%d", d.cfg.NodeName, d.ids.Add(1))
-	}
+	id := d.ids.of(r)
 	msg := transfer.ToMessage(transfer.Outbound{
 		ID: id, Request: r, Body: body, Arrival: start, From: d.cfg.NodeName, Dispatched: true,
 	})
@@ -156,6 +193,7 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fail(lastErr, metrics.OutcomeRejected)
 			return
 		}
+		sent := time.Now()
 		tctx, cancel := context.WithTimeout(r.Context(), d.cfg.TransferTimeout)
 		res, err := d.fwd.Forward(tctx, b.GRPCAddr, msg, w)
 		cancel()
@@ -163,42 +201,30 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if d.onTransfer != nil {
 			d.onTransfer(b.Name, err)
 		}
-		switch {
-		case err == nil:
-			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferOK).Inc()
+		o := classifyForward(res, err, r.Context().Err() != nil, !retried && slices.Contains(d.cfg.IdempotentMethods, r.Method))
+		d.m.TransferOut(b.Name, o.transfer, time.Since(sent))
+		switch o.kind {
+		case forwardAnswered:
 			d.m.ObserveRequest(metrics.OutcomeRemote, time.Since(start))
-		case res.HeadWritten && r.Context().Err() != nil:
-			if res.Complete() {
-				d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferOK).Inc()
-				d.m.ObserveRequest(metrics.OutcomeRemote, time.Since(start))
-			} else {
-				d.m.ObserveRequest(metrics.OutcomeClientGone, time.Since(start))
-			}
-		case res.HeadWritten:
-			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferFailed).Inc()
+		case forwardClientGone:
+			fail(fmt.Errorf("%w: %w", swderr.ErrClientGone, err), metrics.OutcomeClientGone)
+		case forwardAbort:
+			d.log.Warn("dispatched answer cut off", "id", id, "node", b.Name, "err", err)
 			panic(http.ErrAbortHandler)
-		case errors.Is(err, swderr.ErrRefused):
-			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferRefused).Inc()
+		case forwardRefused:
 			tried[b.Name] = true
 			lastErr = fmt.Errorf("node %s: %w", b.Name, err)
 			continue
-		case r.Context().Err() != nil:
-			fail(fmt.Errorf("%w: %w", swderr.ErrClientGone, err), metrics.OutcomeClientGone)
-		case errors.Is(err, swderr.ErrQueueTimeout):
-			// Timed out in the node's queue: it never ran; 503.
+		case forwardNotRun:
 			fail(fmt.Errorf("node %s: %w", b.Name, err), metrics.OutcomeTimedOut)
-		case !retried && slices.Contains(d.cfg.IdempotentMethods, r.Method):
-			// The node may have run it; an idempotent request may run
-			// once more, on another node.
-			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferRetried).Inc()
-			d.log.Info("dispatch failed; retrying an idempotent request on another node", "node", b.Name, "err", err)
+		case forwardRetry:
+			d.log.Info("dispatch failed; retrying an idempotent request on another node", "id", id, "node", b.Name, "err", err)
 			retried = true
 			tried[b.Name] = true
 			lastErr = fmt.Errorf("node %s: %w", b.Name, err)
 			continue
 		default:
-			d.m.Transfers.WithLabelValues(metrics.DirOut, b.Name, metrics.TransferFailed).Inc()
-			d.log.Warn("dispatch failed", "node", b.Name, "err", err)
+			d.log.Warn("dispatch failed", "id", id, "node", b.Name, "err", err)
 			fail(fmt.Errorf("node %s: %w", b.Name, err), metrics.OutcomeFailed)
 		}
 		return

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -110,7 +111,7 @@ func newDispatchRig(t *testing.T, n int, picker policy.Picker) *dispatchRig {
 	fwd, err := transfer.NewClient(transfer.DefaultClientConfig())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = fwd.Close() })
-	cfg := DefaultConfig()
+	cfg := DefaultDispatcherConfig()
 	cfg.NodeName = "dispatcher"
 	rig.d, err = NewDispatcher(cfg, fwd, func() []Backend { return backends }, func() policy.Picker { return picker }, nil)
 	require.NoError(t, err)
@@ -237,6 +238,43 @@ func TestDispatchLeastOutstanding(t *testing.T) {
 }
 
 // TestDispatchErrors: the dispatcher's own refusals.
+// TestDispatcherConfigValidate: a dispatcher's settings are checked whole,
+// with messages naming the flag to fix.
+func TestDispatcherConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(c *DispatcherConfig)
+		wantErr string // "" for valid
+	}{
+		// Defaults plus a name are valid.
+		{"defaults", func(*DispatcherConfig) {}, ""},
+		// Bodies may be refused altogether (0: only bodiless requests).
+		{"no bodies", func(c *DispatcherConfig) { c.MaxTransferBody = 0 }, ""},
+		// A dispatcher has a name (its forwards' sender).
+		{"no name", func(c *DispatcherConfig) { c.NodeName = "" }, "node name"},
+		{"negative body limit", func(c *DispatcherConfig) { c.MaxTransferBody = -1 }, "--max-transfer-body"},
+		// No forward may go unbounded: a zero timeout is refused.
+		{"zero transfer timeout", func(c *DispatcherConfig) { c.TransferTimeout = 0 }, "--transfer-timeout"},
+		// Retry-After advice cannot be in the past.
+		{"negative retry-after", func(c *DispatcherConfig) { c.RetryAfter = -5 * time.Second }, "--retry-after"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultDispatcherConfig()
+			c.NodeName = "dispatcher"
+			tc.mutate(&c)
+			err := c.Validate()
+			if tc.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tc.wantErr)
+			_, nerr := NewDispatcher(c, nil, nil, nil, nil)
+			assert.ErrorContains(t, nerr, tc.wantErr, "NewDispatcher validates its config")
+		})
+	}
+}
+
 func TestDispatchErrors(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -271,7 +309,7 @@ func TestDispatchErrors(t *testing.T) {
 			fwd, err := transfer.NewClient(transfer.DefaultClientConfig())
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = fwd.Close() })
-			cfg := DefaultConfig()
+			cfg := DefaultDispatcherConfig()
 			cfg.NodeName = "dispatcher"
 			cfg.MaxTransferBody = 1024
 			d, err := NewDispatcher(cfg, fwd, func() []Backend { return tc.backends },

@@ -18,36 +18,38 @@ import (
 
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
-		name   string
-		mutate func(c *Config)
-		ok     bool
+		name    string
+		mutate  func(c *Config)
+		wantErr string // "" for valid; else the flag the message names
 	}{
 		// Defaults plus a node name are valid.
-		{"defaults", func(*Config) {}, true},
+		{"defaults", func(*Config) {}, ""},
 		// Every node has a name.
-		{"no name", func(c *Config) { c.NodeName = "" }, false},
+		{"no name", func(c *Config) { c.NodeName = "" }, "node name"},
 		// The app URL must be http(s) with a host.
-		{"app without scheme", func(c *Config) { c.App = "127.0.0.1:9000" }, false},
-		{"app with other scheme", func(c *Config) { c.App = "ftp://h:1" }, false},
+		{"app without scheme", func(c *Config) { c.App = "127.0.0.1:9000" }, "--app"},
+		{"app with other scheme", func(c *Config) { c.App = "ftp://h:1" }, "--app"},
 		// Body limits must be ordered.
-		{"negative max body", func(c *Config) { c.MaxBody = -1 }, false},
-		{"transfer body above max body", func(c *Config) { c.MaxTransferBody = c.MaxBody + 1 }, false},
+		{"negative max body", func(c *Config) { c.MaxBody = -1 }, "--max-body"},
+		{"transfer body above max body", func(c *Config) { c.MaxTransferBody = c.MaxBody + 1 }, "--max-transfer-body"},
 		// Placement is arrival or tail.
-		{"tail placement", func(c *Config) { c.Placement = "tail" }, true},
-		{"unknown placement", func(c *Config) { c.Placement = "head" }, false},
+		{"tail placement", func(c *Config) { c.Placement = "tail" }, ""},
+		{"unknown placement", func(c *Config) { c.Placement = "head" }, "--placement"},
 		// Negative hops and retry advice make no sense.
-		{"negative hops", func(c *Config) { c.MaxHops = -1 }, false},
-		{"negative retry-after", func(c *Config) { c.RetryAfter = -time.Second }, false},
+		{"negative hops", func(c *Config) { c.MaxHops = -1 }, "--max-hops"},
+		{"negative retry-after", func(c *Config) { c.RetryAfter = -time.Second }, "--retry-after"},
+		// Every transfer is bounded in time.
+		{"zero transfer timeout", func(c *Config) { c.TransferTimeout = 0 }, "--transfer-timeout"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
 			c.NodeName = "n"
 			tc.mutate(&c)
-			if tc.ok {
+			if tc.wantErr == "" {
 				assert.NoError(t, c.Validate())
 			} else {
-				assert.Error(t, c.Validate())
+				assert.ErrorContains(t, c.Validate(), tc.wantErr)
 			}
 		})
 	}

@@ -35,7 +35,9 @@ import (
 	"github.com/swd-project/swd/internal/transfer"
 )
 
-// Config configures a Handler.
+// Config configures a Handler (a node's front; a dispatcher's is
+// DispatcherConfig). Validate's messages name the swd flag that sets each
+// field.
 type Config struct {
 	// NodeName is this node's name (sent as the transfer's sender).
 	NodeName string
@@ -90,21 +92,29 @@ func (c Config) Validate() error {
 	case c.NodeName == "":
 		return errors.New("proxy: node name is required")
 	case err != nil:
-		return fmt.Errorf("proxy: app url %q: %w", c.App, err)
+		return fmt.Errorf("--app %q: %w", c.App, err)
 	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
-		return fmt.Errorf("proxy: app url %q must be http(s)://host:port", c.App)
+		return fmt.Errorf("--app %q must be http(s)://host:port", c.App)
 	case c.MaxBody < 0:
-		return fmt.Errorf("proxy: max body must not be negative, got %d", c.MaxBody)
+		return fmt.Errorf("--max-body must not be negative, got %d", c.MaxBody)
 	case c.MaxTransferBody < 0 || c.MaxTransferBody > c.MaxBody:
-		return fmt.Errorf("proxy: max transfer body must be between 0 and max body (%d), got %d", c.MaxBody, c.MaxTransferBody)
+		return fmt.Errorf("--max-transfer-body must be between 0 and --max-body (%d), got %d", c.MaxBody, c.MaxTransferBody)
 	case c.MaxHops < 0:
-		return fmt.Errorf("proxy: max hops must not be negative, got %d", c.MaxHops)
+		return fmt.Errorf("--max-hops must not be negative, got %d", c.MaxHops)
 	case c.Placement != "arrival" && c.Placement != "tail":
-		return fmt.Errorf("proxy: placement must be \"arrival\" or \"tail\", got %q", c.Placement)
-	case c.RetryAfter < 0:
-		return fmt.Errorf("proxy: retry-after must not be negative, got %s", c.RetryAfter)
-	case c.TransferTimeout <= 0:
-		return fmt.Errorf("proxy: transfer timeout must be positive, got %s", c.TransferTimeout)
+		return fmt.Errorf("--placement must be \"arrival\" or \"tail\", got %q", c.Placement)
+	}
+	return validateForwarding(c.RetryAfter, c.TransferTimeout)
+}
+
+// validateForwarding checks the settings a node's front and a dispatcher
+// share for forwarding requests.
+func validateForwarding(retryAfter, transferTimeout time.Duration) error {
+	switch {
+	case retryAfter < 0:
+		return fmt.Errorf("--retry-after must not be negative, got %s", retryAfter)
+	case transferTimeout <= 0:
+		return fmt.Errorf("--transfer-timeout must be positive, got %s", transferTimeout)
 	}
 	return nil
 }
@@ -116,16 +126,15 @@ type Peers interface {
 
 // Handler serves client requests and transferred requests on one node.
 type Handler struct {
-	cfg      Config
-	q        *queue.Queue
-	rp       *httputil.ReverseProxy
-	fwd      *transfer.Client
-	peers    Peers
-	m        *metrics.Metrics
-	log      *slog.Logger
-	retry    string
-	ids      atomic.Uint64
-	idPrefix string
+	cfg   Config
+	q     *queue.Queue
+	rp    *httputil.ReverseProxy
+	fwd   *transfer.Client
+	peers Peers
+	m     *metrics.Metrics
+	log   *slog.Logger
+	retry string
+	ids   *requestIDs
 	// Health hooks a peer-health tracker into transfer outcomes.
 	onTransfer func(peer string, err error)
 	// service is the recent mean service time of local requests.
@@ -211,8 +220,8 @@ func New(cfg Config, q *queue.Queue, fwd *transfer.Client, peers Peers, m *metri
 	}
 	h := &Handler{
 		cfg: cfg, q: q, fwd: fwd, peers: peers, m: m, log: log,
-		retry:    strconv.Itoa(int((cfg.RetryAfter + time.Second - 1) / time.Second)),
-		idPrefix: cfg.NodeName + "-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "-",
+		retry: retryAfterHeader(cfg.RetryAfter),
+		ids:   newRequestIDs(cfg.NodeName),
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -300,7 +309,7 @@ type pending struct {
 	hops    int
 	in      *transfer.Inbound // set for requests transferred here
 	// appOutcome is set by appError when the app did not answer.
-	appOutcome string
+	appOutcome metrics.Outcome
 	// release frees the app slot (once); set while serving locally.
 	release func()
 }
@@ -309,7 +318,7 @@ type pending struct {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.Method == http.MethodConnect {
-		h.m.Rejections.WithLabelValues("connect").Inc()
+		h.m.Reject(metrics.ReasonConnect)
 		h.m.ObserveRequest(metrics.OutcomeRejected, time.Since(start))
 		http.Error(w, "swd: CONNECT is not supported", http.StatusMethodNotAllowed)
 		return
@@ -320,7 +329,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// this body can be read as another request (see FramingGuard).
 		w.Header().Set("Connection", "close")
 	}
-	p := &pending{id: h.newID(r), r: r, arrival: start}
+	p := &pending{id: h.ids.of(r), r: r, arrival: start}
 	transferable, err := h.readBody(w, r, p)
 	if err != nil {
 		h.fail(w, r, p, err, start)
@@ -358,7 +367,7 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 				panic(v)
 			}
 			err = errAnswerAborted
-			h.m.Transfers.WithLabelValues(metrics.DirIn, in.From, metrics.TransferFailed).Inc()
+			h.m.TransferIn(in.From, metrics.TransferFailed)
 		}
 	}()
 	p := &pending{id: in.ID, r: r, arrival: in.Arrival, hops: in.Hops, in: &in}
@@ -380,11 +389,11 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 	}
 	peer := in.From
 	if err := h.overloaded(); err != nil {
-		h.m.Transfers.WithLabelValues(metrics.DirIn, peer, metrics.TransferRefused).Inc()
+		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
 	}
 	if err := h.q.Push(t); err != nil {
-		h.m.Transfers.WithLabelValues(metrics.DirIn, peer, metrics.TransferRefused).Inc()
+		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
 	}
 	_, err = h.run(w, r, t, p)
@@ -392,7 +401,7 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 	if err != nil {
 		outcome = metrics.TransferFailed
 	}
-	h.m.Transfers.WithLabelValues(metrics.DirIn, peer, outcome).Inc()
+	h.m.TransferIn(peer, outcome)
 	return err
 }
 
@@ -448,7 +457,7 @@ func isUpgrade(r *http.Request) bool {
 // run waits for the ticket's outcome and serves it, locally or on a peer,
 // until the request is answered. It returns the request's outcome for
 // metrics, or an error if nothing was written and the caller must answer.
-func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending) (string, error) {
+func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending) (metrics.Outcome, error) {
 	ctx := r.Context()
 	for {
 		out, err := h.q.Wait(ctx, t)
@@ -488,7 +497,11 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 		})
 	}
 	defer p.release()
-	h.m.QueueWait.Observe(time.Since(t.Pushed()).Seconds())
+	wait := time.Since(t.Pushed())
+	h.m.ObserveQueueWait(wait)
+	if rep, ok := w.(transfer.QueueWaitReporter); ok {
+		rep.ReportQueueWait(wait) // a transferred request: its sender learns the wait
+	}
 	switch {
 	case p.body != nil:
 		r.Body = io.NopCloser(bytes.NewReader(p.body))
@@ -501,14 +514,14 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 	h.rp.ServeHTTP(w, r)
 	if h.log.Enabled(r.Context(), slog.LevelDebug) {
 		h.log.Debug("request served locally", "id", p.id, "method", r.Method, "transferred_in", p.in != nil,
-			"wait", time.Since(t.Pushed()).String())
+			"wait", wait.String())
 	}
 }
 
 // transferOut sends a handed-off request to peer. done is false when the
 // request went back into the local queue and must be waited for again.
-func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending, peer string) (outcome string, done bool, err error) {
-	putBack := func(local bool) (string, bool, error) {
+func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending, peer string) (outcome metrics.Outcome, done bool, err error) {
+	putBack := func(local bool) (metrics.Outcome, bool, error) {
 		if local {
 			err = h.q.PutBackLocal(t)
 		} else {
@@ -521,7 +534,7 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	addr, ok := h.peers.GRPCAddr(peer)
 	if !ok {
-		h.m.Transfers.WithLabelValues(metrics.DirOut, "unknown", metrics.TransferRefused).Inc()
+		h.m.TransferUnroutable()
 		return putBack(false)
 	}
 	start := time.Now()
@@ -534,44 +547,30 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 	if h.onTransfer != nil {
 		h.onTransfer(peer, ferr)
 	}
-	switch {
-	case ferr == nil:
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferOK).Inc()
-		h.m.TransferDuration.WithLabelValues(metrics.TransferOK).Observe(time.Since(start).Seconds())
-		return metrics.OutcomeRemote, true, nil
-	case res.HeadWritten && ctx.Err() != nil:
-		h.m.TransferDuration.WithLabelValues(metrics.TransferOK).Observe(time.Since(start).Seconds())
-		if res.Complete() {
-			h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferOK).Inc()
-			return metrics.OutcomeRemote, true, nil
+	o := classifyForward(res, ferr, ctx.Err() != nil, slices.Contains(h.cfg.IdempotentMethods, r.Method))
+	h.m.TransferOut(peer, o.transfer, time.Since(start))
+	switch o.kind {
+	case forwardAnswered:
+		if h.log.Enabled(ctx, slog.LevelDebug) {
+			h.log.Debug("request served remotely", "id", p.id, "peer", peer, "peer_queue_wait", res.QueueWait.String())
 		}
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
-		return metrics.OutcomeClientGone, true, nil
-	case res.HeadWritten:
-		// The answer is under way and cannot be replaced: cut the client's
-		// response so it is seen as broken, not silently truncated.
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
+		return metrics.OutcomeRemote, true, nil
+	case forwardClientGone:
+		if res.HeadWritten {
+			return metrics.OutcomeClientGone, true, nil
+		}
+		return "", true, fmt.Errorf("%w: %w", swderr.ErrClientGone, ferr)
+	case forwardAbort:
 		h.log.Warn("transfer answer cut off", "id", p.id, "peer", peer, "err", ferr)
 		panic(http.ErrAbortHandler)
-	case errors.Is(ferr, swderr.ErrQueueTimeout):
-		// The peer never ran it, and the request's wait is over: 503.
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
-		return "", true, ferr
-	case errors.Is(ferr, swderr.ErrRefused):
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferRefused).Inc()
-		h.m.TransferDuration.WithLabelValues(metrics.TransferRefused).Observe(time.Since(start).Seconds())
+	case forwardRefused:
 		return putBack(false)
-	case ctx.Err() != nil:
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
-		return "", true, fmt.Errorf("%w: %w", swderr.ErrClientGone, ferr)
-	case slices.Contains(h.cfg.IdempotentMethods, r.Method):
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferRetried).Inc()
-		h.m.TransferDuration.WithLabelValues(metrics.TransferRetried).Observe(time.Since(start).Seconds())
+	case forwardNotRun:
+		return "", true, ferr // 503: its wait is over
+	case forwardRetry:
 		h.log.Info("transfer failed; running idempotent request locally", "id", p.id, "peer", peer, "err", ferr)
 		return putBack(true)
 	default:
-		h.m.Transfers.WithLabelValues(metrics.DirOut, peer, metrics.TransferFailed).Inc()
-		h.m.TransferDuration.WithLabelValues(metrics.TransferFailed).Observe(time.Since(start).Seconds())
 		h.log.Warn("transfer failed after peer may have started it", "id", p.id, "peer", peer, "err", ferr)
 		return "", true, ferr
 	}
@@ -591,36 +590,43 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, p *pending, err e
 		outcome = metrics.OutcomeFailed
 	}
 	h.m.ObserveRequest(outcome, time.Since(start))
-	h.m.Rejections.WithLabelValues(reason(err)).Inc()
+	h.m.Reject(reason(err))
 	WriteError(w, err, h.retry)
 	if h.log.Enabled(r.Context(), slog.LevelDebug) {
 		h.log.Debug("request not served", "id", p.id, "method", r.Method, "err", err)
 	}
 }
 
-func reason(err error) string {
+// reason is the rejection reason an error is counted under.
+func reason(err error) metrics.Reason {
 	switch {
 	case errors.Is(err, swderr.ErrQueueFull):
-		return "queue_full"
+		return metrics.ReasonQueueFull
 	case errors.Is(err, swderr.ErrQueueTimeout):
-		return "queue_timeout"
+		return metrics.ReasonQueueTimeout
 	case errors.Is(err, swderr.ErrOverloaded):
-		return "overloaded"
+		return metrics.ReasonOverloaded
 	case errors.Is(err, swderr.ErrDraining):
-		return "draining"
+		return metrics.ReasonDraining
 	case errors.Is(err, swderr.ErrBodyTooLarge):
-		return "body_too_large"
+		return metrics.ReasonBodyTooLarge
 	case errors.Is(err, swderr.ErrMaybeStarted):
-		return "transfer_failed"
+		return metrics.ReasonTransferFailed
 	case errors.Is(err, swderr.ErrBadRequest):
-		return "bad_request"
+		return metrics.ReasonBadRequest
 	case errors.Is(err, swderr.ErrNoBackend):
-		return "no_backend"
+		return metrics.ReasonNoBackend
 	case errors.Is(err, swderr.ErrRefused):
-		return "refused"
+		return metrics.ReasonRefused
 	default:
-		return "other"
+		return metrics.ReasonOther
 	}
+}
+
+// retryAfterHeader is the Retry-After value for d: whole seconds, rounded
+// up.
+func retryAfterHeader(d time.Duration) string {
+	return strconv.Itoa(int((d + time.Second - 1) / time.Second))
 }
 
 // WriteError answers with the status swderr maps err to, and Retry-After
@@ -644,7 +650,7 @@ func firstLine(s string) string {
 // appError is the ReverseProxy's error handler for the local app.
 func (h *Handler) appError(w http.ResponseWriter, r *http.Request, err error) {
 	p, _ := r.Context().Value(ctxKey{}).(*pending)
-	set := func(outcome string) {
+	set := func(outcome metrics.Outcome) {
 		if p != nil {
 			p.appOutcome = outcome
 		}
@@ -653,7 +659,7 @@ func (h *Handler) appError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &mbe):
 		set(metrics.OutcomeRejected)
-		h.m.Rejections.WithLabelValues("body_too_large").Inc()
+		h.m.Reject(metrics.ReasonBodyTooLarge)
 		http.Error(w, "swd: request body too large", http.StatusRequestEntityTooLarge)
 	case r.Context().Err() != nil:
 		// the client went away; nobody to answer
@@ -664,11 +670,4 @@ func (h *Handler) appError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("X-Swd-Error", "app unreachable")
 		http.Error(w, "swd: application unavailable", http.StatusBadGateway)
 	}
-}
-
-func (h *Handler) newID(r *http.Request) string {
-	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 {
-		return id
-	}
-	return h.idPrefix + strconv.FormatUint(h.ids.Add(1), 36)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,6 +304,45 @@ func TestTransferBrokenAfterHeadAbortsClient(t *testing.T) {
 	na.app.releaseAll()
 	require.NoError(t, await(t, holder).err)
 	assert.Zero(t, na.app.count("x"))
+}
+
+// waitRecorder is a ResponseRecorder that takes a queue-wait report, as the
+// transfer server's stream writer does.
+type waitRecorder struct {
+	*httptest.ResponseRecorder
+	wait atomic.Int64
+}
+
+func (w *waitRecorder) ReportQueueWait(d time.Duration) { w.wait.Store(int64(d)) }
+
+// TestServeTransferredReportsQueueWait: a transferred request reports how
+// long it waited in this node's queue (it goes back to the sender in the
+// answer's head): at least as long as the test kept the only slot busy
+// after seeing it queued, so never zero.
+func TestServeTransferredReportsQueueWait(t *testing.T) {
+	nb := newNode(t, "node-b", nodeOpts{})
+	c := newHTTPClient(t)
+	holder := hold(t, c, nb, "holder")
+
+	m := transfer.ToMessage(transfer.Outbound{ID: "x", Request: httptest.NewRequest(http.MethodGet, "/", nil), Arrival: time.Now(), From: "node-a"})
+	r, in, err := transfer.FromMessage(context.Background(), m)
+	require.NoError(t, err)
+	w := &waitRecorder{ResponseRecorder: httptest.NewRecorder()}
+	done := make(chan error, 1)
+	go func() { done <- nb.h.ServeTransferred(w, r, in) }()
+	eventually(t, func() bool { return nb.q.Waiting() == 1 }, "x never queued on node-b")
+	queued := time.Now()
+	held := time.Since(queued) // x was pushed before queued and is granted after this
+	nb.app.releaseAll()
+	require.NoError(t, await(t, holder).err)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(3 * waitLimit):
+		t.Fatal("ServeTransferred did not return")
+	}
+	assert.Equal(t, http.StatusOK, w.Code)
+	assert.GreaterOrEqual(t, time.Duration(w.wait.Load()), held, "reported wait shorter than the time the slot was held")
 }
 
 // TestServeTransferredNeverPanics: with MaxHops 2 a request transferred to

@@ -232,6 +232,7 @@ func newEngine(cfg Config) (*engine, error) {
 		firstMeasured: -1,
 		sizeCap:       math.MaxInt64 / 4,
 	}
+	e.snapshotBursts = cfg.SnapshotBursts
 	if cfg.SizeCap > 0 {
 		e.sizeCap = float64(cfg.SizeCap)
 	}

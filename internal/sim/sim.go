@@ -42,12 +42,12 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/swd-project/swd/internal/policy"
+	"github.com/swd-project/swd/internal/stats"
 	"github.com/swd-project/swd/internal/workload"
 )
 
@@ -90,6 +90,12 @@ type Config struct {
 	// them. It is a study knob: docs/sim.md uses it to test whether the
 	// paper's realised sizes were lighter tailed than its lognormal.
 	SizeCap time.Duration
+	// SnapshotBursts, with a dispatch policy, places every request of a
+	// burst (same arrival instant) on the outstanding counts the dispatcher
+	// had when the burst arrived, as a dispatcher issuing a burst's requests
+	// in parallel would. False (the default) updates the counts between
+	// them. A study knob (docs/sim-hypotheses.md).
+	SnapshotBursts bool
 }
 
 // DefaultConfig returns the paper's setting: 16 nodes, m = 1, nu, the
@@ -180,7 +186,7 @@ type Result struct {
 	Transfers int
 	// TransfersPerRequest is Transfers / Requests.
 	TransfersPerRequest float64
-	// MeanMs and the percentiles (Percentile's definition) summarise
+	// MeanMs and the percentiles (stats.Percentile's definition) summarise
 	// ResponseTimes in milliseconds.
 	MeanMs, P50Ms, P95Ms, P99Ms, P995Ms float64
 	// Wall is the wall-clock time the run took (not part of the model).
@@ -257,15 +263,9 @@ func (r *Result) summarise() {
 		return
 	}
 	ms := make([]float64, r.Measured)
-	sum := 0.0
 	for i, d := range r.ResponseTimes {
 		ms[i] = float64(d) / 1e6
-		sum += ms[i]
 	}
-	slices.Sort(ms)
-	r.MeanMs = sum / float64(len(ms))
-	r.P50Ms = Percentile(ms, 50)
-	r.P95Ms = Percentile(ms, 95)
-	r.P99Ms = Percentile(ms, 99)
-	r.P995Ms = Percentile(ms, 99.5)
+	s := stats.Summarize(ms)
+	r.MeanMs, r.P50Ms, r.P95Ms, r.P99Ms, r.P995Ms = s.Mean, s.P50, s.P95, s.P99, s.P995
 }

@@ -531,16 +531,16 @@ func BenchmarkRun(b *testing.B) {
 	}
 }
 
-// TestSnapshotBursts checks the study variant of the CT dispatcher: with
+// TestSnapshotBursts checks the study variant of the CT dispatcher
+// (Config.SnapshotBursts): with
 // one snapshot per burst, all four requests of a burst go to the one node
 // that was least loaded when it arrived; with exact counts they spread.
 func TestSnapshotBursts(t *testing.T) {
 	for _, snap := range []bool{false, true} {
 		c := short(10 * time.Second)
-		c.Policy, c.Workload, c.Rate = "ct", preset(t, "burst"), 300
+		c.Policy, c.Workload, c.Rate, c.SnapshotBursts = "ct", preset(t, "burst"), 300, snap
 		e, err := newEngine(c)
 		require.NoError(t, err)
-		e.snapshotBursts = snap
 		// Node 3 alone is idle; every other node serves one request, so
 		// after one arrival on node 3 all nodes tie.
 		for i := range e.load {

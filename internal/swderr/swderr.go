@@ -27,8 +27,6 @@ var (
 	ErrClientGone = errors.New("client gone")
 	// ErrBodyTooLarge: the request body exceeds --max-body.
 	ErrBodyTooLarge = errors.New("request body too large")
-	// ErrNotTransferable: the request may not leave this node.
-	ErrNotTransferable = errors.New("request not transferable")
 	// ErrRefused: a peer refused a transfer; the request was NOT taken and
 	// may be put back in the sender's queue.
 	ErrRefused = errors.New("transfer refused by peer")
@@ -99,7 +97,7 @@ func GRPCCode(err error) codes.Code {
 	case errors.Is(err, ErrClientGone), errors.Is(err, context.Canceled):
 		return codes.Canceled
 	case errors.Is(err, ErrBadRequest), errors.Is(err, ErrBodyTooLarge),
-		errors.Is(err, ErrUnknownPolicy), errors.Is(err, ErrNotTransferable):
+		errors.Is(err, ErrUnknownPolicy):
 		return codes.InvalidArgument
 	case errors.Is(err, ErrUnauthenticated):
 		return codes.Unauthenticated

@@ -60,7 +60,6 @@ func TestHTTPStatus(t *testing.T) {
 		// Peer-side refusal reasons never reach a client directly: default 502.
 		{"hop limit", swderr.ErrHopLimit, http.StatusBadGateway},
 		{"not member", swderr.ErrNotMember, http.StatusBadGateway},
-		{"not transferable", swderr.ErrNotTransferable, http.StatusBadGateway},
 		// Anything unknown is a bad gateway.
 		{"unknown error", io.ErrUnexpectedEOF, http.StatusBadGateway},
 	}
@@ -101,7 +100,6 @@ func TestGRPCCode(t *testing.T) {
 		{"bad request", swderr.ErrBadRequest, codes.InvalidArgument},
 		{"body too large", swderr.ErrBodyTooLarge, codes.InvalidArgument},
 		{"unknown policy", swderr.ErrUnknownPolicy, codes.InvalidArgument},
-		{"not transferable", swderr.ErrNotTransferable, codes.InvalidArgument},
 		// Authentication.
 		{"unauthenticated", swderr.ErrUnauthenticated, codes.Unauthenticated},
 		// No node to dispatch to.

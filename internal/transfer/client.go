@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/swderr"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
@@ -29,6 +30,9 @@ type ClientConfig struct {
 	// transport credentials (mTLS). Without credentials the connection is
 	// plaintext.
 	DialOptions []grpc.DialOption
+	// Auth is the cluster's token, sent with every call (internal/auth);
+	// the zero value sends none.
+	Auth auth.Bearer
 }
 
 // DefaultClientConfig returns the defaults.
@@ -76,6 +80,7 @@ func (c *Client) Conn(addr string) (*grpc.ClientConn, error) {
 		),
 	}
 	opts = append(opts, c.cfg.DialOptions...)
+	opts = append(opts, c.cfg.Auth.DialOption())
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial peer %s: %w", addr, err)
@@ -108,6 +113,9 @@ type Result struct {
 	Status int
 	// ServedBy is the node that ran the request.
 	ServedBy string
+	// QueueWait is how long the request waited in ServedBy's queue before
+	// its application took it, as that node reported it.
+	QueueWait time.Duration
 	// HeadWritten is true once the answer's head reached w; after that a
 	// failure cannot be retried or turned into another status.
 	HeadWritten bool
@@ -150,6 +158,7 @@ func (c *Client) Forward(ctx context.Context, addr string, msg *swdv1.ForwardReq
 	}
 	res.Status = int(head.GetStatus())
 	res.ServedBy = head.GetServedBy()
+	res.QueueWait = time.Duration(head.GetQueueWaitNanos())
 	if res.Status < 200 || res.Status > 999 {
 		return res, fmt.Errorf("%w: peer sent invalid status %d", swderr.ErrMaybeStarted, res.Status)
 	}

@@ -50,6 +50,15 @@ type Backend interface {
 	ServeTransferred(w http.ResponseWriter, r *http.Request, in Inbound) error
 }
 
+// QueueWaitReporter is implemented by the ResponseWriter a Server gives its
+// Backend. The Backend reports how long the request waited in its queue
+// before the application took it, before it writes the answer's head; the
+// head carries the wait to the sender (Result.QueueWait). A report after
+// the head is ignored.
+type QueueWaitReporter interface {
+	ReportQueueWait(time.Duration)
+}
+
 // MembershipChecker says whether a node name is a current cluster member.
 type MembershipChecker interface {
 	IsMember(name string) bool
@@ -187,14 +196,23 @@ type streamWriter struct {
 	wroteHead bool
 	status    int
 	err       error
-	started   time.Time
+	queueWait time.Duration
 }
 
+var _ QueueWaitReporter = (*streamWriter)(nil)
+
 func newStreamWriter(s swdv1.Transfer_ForwardServer, node string, chunk int) *streamWriter {
-	return &streamWriter{stream: s, node: node, chunk: chunk, header: make(http.Header), started: time.Now()}
+	return &streamWriter{stream: s, node: node, chunk: chunk, header: make(http.Header)}
 }
 
 func (w *streamWriter) Header() http.Header { return w.header }
+
+// ReportQueueWait implements QueueWaitReporter.
+func (w *streamWriter) ReportQueueWait(d time.Duration) {
+	if !w.wroteHead {
+		w.queueWait = d
+	}
+}
 
 func (w *streamWriter) WriteHeader(code int) {
 	if w.wroteHead || w.err != nil {
@@ -215,7 +233,7 @@ func (w *streamWriter) WriteHeader(code int) {
 		Status:         int32(code),
 		Headers:        toHeaders(h),
 		ServedBy:       w.node,
-		QueueWaitNanos: 0,
+		QueueWaitNanos: int64(w.queueWait),
 	}}})
 }
 

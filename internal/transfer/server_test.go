@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/swderr"
 	"github.com/swd-project/swd/internal/transfer"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
@@ -233,6 +234,94 @@ func TestForwardEmptyAnswer(t *testing.T) {
 	assert.Equal(t, http.StatusOK, res.Status)
 	assert.True(t, res.HeadWritten)
 	assert.Zero(t, rec.Body.Len())
+}
+
+// TestForwardQueueWait: the wait a backend reports before the head reaches
+// the sender in the head's queue_wait_nanos; a report after the head, or
+// none, is not a wait.
+func TestForwardQueueWait(t *testing.T) {
+	tests := []struct {
+		name   string
+		report func(w http.ResponseWriter)
+		want   time.Duration
+	}{
+		// Reported before the head: carried as is.
+		{"reported", func(w http.ResponseWriter) {
+			w.(transfer.QueueWaitReporter).ReportQueueWait(1234567 * time.Nanosecond)
+			w.WriteHeader(http.StatusOK)
+		}, 1234567 * time.Nanosecond},
+		// Never reported (a backend that does not queue): zero.
+		{"not reported", func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) }, 0},
+		// Reported once the head has gone: too late, ignored.
+		{"after the head", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusOK)
+			w.(transfer.QueueWaitReporter).ReportQueueWait(time.Second)
+		}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr, _ := startServer(t, backendFunc(func(w http.ResponseWriter, _ *http.Request, _ transfer.Inbound) error {
+				tt.report(w)
+				return nil
+			}), members{"node-a": true})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := newClient(t).Forward(ctx, addr, outbound(http.MethodGet, "/", nil), newRecorder())
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, res.QueueWait)
+		})
+	}
+}
+
+// TestForwardCarriesToken: a client configured with the cluster's token
+// (ClientConfig.Auth) sends it with every transfer; a server guarding the
+// Transfer service (auth.ServerOptions) runs only those.
+func TestForwardCarriesToken(t *testing.T) {
+	cfg := transfer.DefaultServerConfig()
+	cfg.NodeName = "node-b"
+	srv, err := transfer.NewServer(cfg, backendFunc(func(w http.ResponseWriter, _ *http.Request, _ transfer.Inbound) error {
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}), members{"node-a": true})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer(auth.ServerOptions("s3cret")...)
+	swdv1.RegisterTransferServer(gs, srv)
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+
+	tests := []struct {
+		name  string
+		token string
+		ok    bool
+	}{
+		// The cluster's token: the transfer runs.
+		{"token", "s3cret", true},
+		// None, or another: refused before the backend, as unauthenticated.
+		{"no token", "", false},
+		{"wrong token", "guess", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ccfg := transfer.DefaultClientConfig()
+			ccfg.Auth = auth.Bearer{Token: tt.token}
+			c, err := transfer.NewClient(ccfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := c.Forward(ctx, ln.Addr().String(), outbound(http.MethodGet, "/", nil), newRecorder())
+			if tt.ok {
+				require.NoError(t, err)
+				assert.Equal(t, http.StatusOK, res.Status)
+				return
+			}
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, swderr.ErrUnauthenticated), "%v", err)
+			assert.False(t, res.HeadWritten)
+		})
+	}
 }
 
 func TestForwardRefused(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package workload generates the paper's workloads (section 4.1.2 of the
-// source paper; ../shared/spec/algorithms.md): request sizes (service times)
+// source paper; docs/algorithms.md): request sizes (service times)
 // drawn from a lognormal distribution with a given mean and SD/mean, arriving
 // as a Poisson process one at a time or in bursts. The load generator and the
 // simulator draw from this same code, so a seed gives both the same requests.

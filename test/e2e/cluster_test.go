@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
-	"github.com/swd-project/swd/internal/control"
+	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/localcluster"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 	"github.com/swd-project/swd/test/testutil"
@@ -184,7 +184,7 @@ func TestControlToken(t *testing.T) {
 	dial := func(token string) swdv1.ControlClient {
 		var opts []grpc.DialOption
 		if token != "" {
-			opts = append(opts, grpc.WithPerRPCCredentials(control.TokenCredentials{Token: token}))
+			opts = append(opts, grpc.WithPerRPCCredentials(auth.Bearer{Token: token}))
 		}
 		return testutil.Control(t, addr, opts...)
 	}

@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"github.com/swd-project/swd/internal/control"
+	"github.com/swd-project/swd/internal/auth"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 	"github.com/swd-project/swd/test/testutil"
 )
@@ -273,7 +273,7 @@ func TestPlaintextGRPCBeyondLoopback(t *testing.T) {
 			_, err = cl.Status(ctx, &swdv1.StatusRequest{})
 			assert.Equal(t, codes.Unauthenticated, status.Code(err), "no token: %v", err)
 			cl = swdv1.NewControlClient(testutil.Dial(t, local, tc.dial,
-				grpc.WithPerRPCCredentials(control.TokenCredentials{Token: "t0k3n", Secure: !tc.warn})))
+				grpc.WithPerRPCCredentials(auth.Bearer{Token: "t0k3n", Secure: !tc.warn})))
 			_, err = cl.Status(ctx, &swdv1.StatusRequest{})
 			require.NoError(t, err)
 			if !tc.warn {

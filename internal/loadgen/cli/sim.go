@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/swd-project/swd/internal/loadgen"
+	"github.com/swd-project/swd/internal/sim"
+)
+
+func newSimCommand(e *env) *cobra.Command {
+	var (
+		wl       workloadFlags
+		rf       reportFlags
+		rates    string
+		pols     []string
+		duration time.Duration
+		warmup   time.Duration
+		parallel int
+	)
+	d := sim.DefaultConfig()
+	cfg := d
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "simulate the policies at several rates instead of measuring a cluster",
+		Long: `sim runs internal/sim's discrete-event simulator on the same workload, seed, rates and
+policies a real sweep would use (the same requests, arrival for arrival) and reports
+the same table, CSV, capacities and plots. --duration is measured after --warmup, as
+in a real run. The policy "central" (one FIFO queue for the whole cluster, M/G/n) is
+the work-conserving limit.`,
+		Example: `  loadgen sim --policies rr,ct,ll,nu,central --rates 40,120,200,240,280,320,360 --limit-from nu@320
+  loadgen sim --workload burst --nodes 12 --percentiles 99.5 --limit 927ms`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec, err := wl.spec(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			rs, err := loadgen.ParseRates(rates)
+			if err != nil {
+				return usageError{err}
+			}
+			ps, err := parsePolicies(pols)
+			if err != nil {
+				return err
+			}
+			rep, err := rf.parse()
+			if err != nil {
+				return err
+			}
+			if err := checkLimitSource(rep.limits.From, ps, rs); err != nil {
+				return err
+			}
+			if duration <= 0 || warmup < 0 {
+				return usagef("--duration must be positive and --warmup not negative")
+			}
+			var cfgs []sim.Config
+			for _, p := range ps {
+				for _, r := range rs {
+					c := cfg
+					c.Policy, c.Workload, c.Rate, c.Seed = p, spec, r, wl.seed
+					c.Duration, c.Warmup = warmup+duration, warmup
+					if err := c.Validate(); err != nil {
+						return usageError{fmt.Errorf("%s at %s req/s: %w", p, loadgen.FormatRate(r), err)}
+					}
+					cfgs = append(cfgs, c)
+				}
+			}
+			if rf.progress != "none" {
+				fmt.Fprintf(e.stderr, "simulating %d runs of %v on %s\n", len(cfgs), warmup+duration, nodes(cfg.Nodes))
+			}
+			results, err := sim.RunGrid(cfgs, parallel)
+			if err != nil {
+				return err
+			}
+			report := loadgen.Report{
+				Title:        title("sim", ps, rs, fmt.Sprintf("on %s, simulated (m = %d)", nodes(cfg.Nodes), cfg.Concurrency)),
+				Workload:     &spec,
+				Percentiles:  rep.percentiles,
+				MaxErrorRate: rf.maxErrorRate,
+			}
+			tb := loadgen.Block{Title: "transfers per request"}
+			for _, res := range results {
+				report.Rows = append(report.Rows, SimRow(res))
+				tb.Cells = append(tb.Cells, loadgen.Cell{Policy: res.Config.Policy, Rate: res.Config.Rate, Value: res.TransfersPerRequest})
+			}
+			report.Blocks = append(report.Blocks, tb)
+			return finish(e, report, rep.limits, rf, nil, false)
+		},
+	}
+	fs := cmd.Flags()
+	wl.add(fs)
+	rf.add(fs, "loadgen-sim", true)
+	fs.StringVar(&rates, "rates", "40,120,200,240,280,320,360", "arrival rates in requests per second, comma-separated")
+	fs.StringSliceVar(&pols, "policies", []string{"rr", "ct", "ll", "nu"}, "policies to simulate, in order (also nu-exact, none, central)")
+	fs.DurationVar(&duration, "duration", d.Duration-d.Warmup, "simulated measured time of each run (after the warm-up)")
+	fs.DurationVar(&warmup, "warmup", d.Warmup, "simulated time before measuring")
+	fs.IntVar(&cfg.Nodes, "nodes", d.Nodes, "simulated nodes")
+	fs.IntVar(&cfg.Concurrency, "concurrency", d.Concurrency, "m: requests a node serves at once")
+	fs.DurationVar(&cfg.GossipInterval, "gossip-interval", d.GossipInterval, "how often each node publishes its load")
+	fs.DurationVar(&cfg.ActivationInterval, "activation-interval", d.ActivationInterval, "how often each node runs a transfer policy")
+	fs.DurationVar(&cfg.StaleAfter, "stale-after", d.StaleAfter, "age beyond which a load entry is unknown")
+	fs.DurationVar(&cfg.GossipDelay, "gossip-delay", d.GossipDelay, "how long a published load takes to reach the others")
+	fs.DurationVar(&cfg.TransferDelay, "transfer-delay", d.TransferDelay, "how long a moved request takes to reach its target")
+	fs.IntVar(&parallel, "parallel", 0, "simulations run at once (0: GOMAXPROCS)")
+	return cmd
+}
+
+// SimRow turns a simulation result into a results row (a simulated
+// request never fails).
+func SimRow(r sim.Result) loadgen.Row {
+	row := loadgen.Row{Policy: r.Config.Policy, Rate: r.Config.Rate, Requests: r.Measured,
+		MeanMs: r.MeanMs, P50Ms: r.P50Ms, P95Ms: r.P95Ms, P99Ms: r.P99Ms, P995Ms: r.P995Ms}
+	if r.Measured == 0 {
+		nan := math.NaN()
+		row.MeanMs, row.P50Ms, row.P95Ms, row.P99Ms, row.P995Ms = nan, nan, nan, nan, nan
+	}
+	return row
+}

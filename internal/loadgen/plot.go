@@ -1,0 +1,150 @@
+package loadgen
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/swd-project/swd/internal/stats"
+)
+
+// WritePlots writes r's PNG plots into dir and returns their paths:
+// rt_mean.png and rt_p<x>.png (response time against rate, one line per
+// policy; failed or missing points are left out) and, when r has
+// capacities, capacity.png (one group of bars per percentile, one bar per
+// policy; a "≥ highest" capacity is drawn at the highest rate, a "< lowest"
+// one as an empty bar).
+func (r Report) WritePlots(dir string) ([]string, error) {
+	if len(r.Rows) == 0 {
+		return nil, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create plot directory: %w", err)
+	}
+	var files []string
+	stats := []struct {
+		file, title string
+		get         func(Row) float64
+	}{{"rt_mean.png", "mean response time", func(row Row) float64 { return row.MeanMs }}}
+	for _, p := range r.Percentiles {
+		p := p
+		stats = append(stats, struct {
+			file, title string
+			get         func(Row) float64
+		}{"rt_p" + strings.ReplaceAll(FormatRate(p), ".", "") + ".png", PercentileName(p) + " percentile response time",
+			func(row Row) float64 { v, _ := row.PRT(p); return v }})
+	}
+	for _, s := range stats {
+		path := filepath.Join(dir, s.file)
+		if err := r.plotStat(path, s.title, s.get); err != nil {
+			return files, err
+		}
+		files = append(files, path)
+	}
+	if len(r.Capacities) > 0 {
+		path := filepath.Join(dir, "capacity.png")
+		if err := r.plotCapacities(path); err != nil {
+			return files, err
+		}
+		files = append(files, path)
+	}
+	return files, nil
+}
+
+func (r Report) plotStat(path, title string, get func(Row) float64) error {
+	p := plot.New()
+	p.Title.Text = title
+	if r.Workload != nil {
+		p.Title.Text += " (" + r.Workload.Name + ")"
+	}
+	p.X.Label.Text = "arrival rate (req/s)"
+	p.Y.Label.Text = "response time (ms)"
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Add(plotter.NewGrid())
+	for i, pol := range Policies(r.Rows) {
+		var xys plotter.XYs
+		for _, row := range r.Rows {
+			v := get(row)
+			if row.Policy != pol || row.Failed(r.MaxErrorRate) || math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			xys = append(xys, plotter.XY{X: row.Rate, Y: v})
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		sortXYs(xys)
+		line, points, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		line.Color = plotutil.Color(i)
+		line.Dashes = plotutil.Dashes(i)
+		points.Color = plotutil.Color(i)
+		points.Shape = plotutil.Shape(i)
+		p.Add(line, points)
+		p.Legend.Add(pol, line, points)
+	}
+	if err := p.Save(16*vg.Centimeter, 11*vg.Centimeter, path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
+}
+
+func (r Report) plotCapacities(path string) error {
+	p := plot.New()
+	p.Title.Text = "percentile capacity"
+	if r.Workload != nil {
+		p.Title.Text += " (" + r.Workload.Name + ")"
+	}
+	p.Y.Label.Text = "capacity (req/s)"
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	pols := Policies(r.Rows)
+	names := make([]string, len(r.Limits))
+	for i, l := range r.Limits {
+		names[i] = fmt.Sprintf("%s ≤ %sms", PercentileName(l.Percentile), fmtMs(l.Ms))
+	}
+	width := vg.Points(float64(60) / float64(max(1, len(pols))))
+	for i, pol := range pols {
+		vals := make(plotter.Values, len(r.Limits))
+		for j, l := range r.Limits {
+			for _, c := range r.Capacities {
+				if c.Policy == pol && c.Percentile == l.Percentile && c.Bound != stats.Below {
+					vals[j] = c.Rate
+				}
+			}
+		}
+		bars, err := plotter.NewBarChart(vals, width)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		bars.Color = plotutil.Color(i)
+		bars.LineStyle.Width = vg.Length(0)
+		bars.Offset = width * vg.Length(float64(i)-float64(len(pols)-1)/2)
+		p.Add(bars)
+		p.Legend.Add(pol, bars)
+	}
+	p.NominalX(names...)
+	p.Y.Min = 0
+	if err := p.Save(16*vg.Centimeter, 11*vg.Centimeter, path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
+}
+
+func sortXYs(xys plotter.XYs) {
+	for i := 1; i < len(xys); i++ {
+		for j := i; j > 0 && xys[j].X < xys[j-1].X; j-- {
+			xys[j], xys[j-1] = xys[j-1], xys[j]
+		}
+	}
+}
