@@ -1,6 +1,6 @@
 // Command loadgen offers SWD's workloads to a cluster in an open loop,
 // sweeps rates, compares policies, computes capacities and simulates; see
-// package github.com/swd-project/swd/internal/loadgen/cli, or `loadgen --help`.
+// package github.com/swd-project/swd/loadgen/cli, or `loadgen --help`.
 //
 // The first SIGINT or SIGTERM stops the sweep, prints what was measured
 // and stops a --local cluster; a second one kills loadgen at once.
@@ -12,7 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/swd-project/swd/internal/loadgen/cli"
+	"github.com/swd-project/swd/loadgen/cli"
 )
 
 func main() {

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/swd-project/swd/internal/loadgen"
 	"github.com/swd-project/swd/internal/localcluster"
 	"github.com/swd-project/swd/internal/sim"
 	"github.com/swd-project/swd/internal/workload"
+	"github.com/swd-project/swd/loadgen"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 

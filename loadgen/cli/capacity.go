@@ -3,7 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/swd-project/swd/internal/loadgen"
+	"github.com/swd-project/swd/loadgen"
 )
 
 func newCapacityCommand(e *env) *cobra.Command {

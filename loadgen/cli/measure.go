@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/swd-project/swd/internal/loadgen"
 	"github.com/swd-project/swd/internal/policy"
+	"github.com/swd-project/swd/loadgen"
 )
 
 // measureFlags are the flags of run, sweep and compare.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/swd-project/swd/internal/loadgen"
 	"github.com/swd-project/swd/internal/sim"
+	"github.com/swd-project/swd/loadgen"
 )
 
 func newSimCommand(e *env) *cobra.Command {

@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
-	"github.com/swd-project/swd/internal/loadgen"
 	"github.com/swd-project/swd/internal/stats"
+	"github.com/swd-project/swd/loadgen"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/swd-project/swd/internal/loadgen"
 	"github.com/swd-project/swd/internal/workload"
+	"github.com/swd-project/swd/loadgen"
 )
 
 // workloadFlags choose the workload.
