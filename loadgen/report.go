@@ -27,6 +27,10 @@ type Report struct {
 	MaxErrorRate float64    `json:"max_error_rate"`
 	Limits       []Limit    `json:"limits,omitempty"`
 	Capacities   []Capacity `json:"capacities,omitempty"`
+	// Reference, if set, names the system every capacity is divided by
+	// (Ratios, computed by WithCapacities).
+	Reference string  `json:"reference,omitempty"`
+	Ratios    []Ratio `json:"ratios,omitempty"`
 	// Blocks are extra policies × rates tables (e.g. the simulator's
 	// transfers per request), printed after the response times.
 	Blocks []Block `json:"blocks,omitempty"`
@@ -48,7 +52,8 @@ type Cell struct {
 }
 
 // WithCapacities returns r with limits resolved from spec and capacities
-// computed; an empty spec leaves r without capacities.
+// computed, and with r.Reference set, every capacity as a ratio to the
+// reference's; an empty spec leaves r without capacities.
 func (r Report) WithCapacities(spec LimitSpec) (Report, error) {
 	if spec.Empty() {
 		return r, nil
@@ -62,6 +67,11 @@ func (r Report) WithCapacities(spec LimitSpec) (Report, error) {
 		return r, err
 	}
 	r.Limits, r.Capacities = limits, caps
+	if r.Reference != "" {
+		if r.Ratios, err = Ratios(caps, r.Reference); err != nil {
+			return r, err
+		}
+	}
 	return r, nil
 }
 
@@ -186,6 +196,34 @@ func (r Report) WriteTable(w io.Writer) error {
 		tw.Flush()
 		if from := r.Limits[0].From; from != "" {
 			fmt.Fprintf(&b, "limits: %s's PRT at %s req/s\n", strings.Split(from, "@")[0], strings.Split(from, "@")[1])
+		}
+		if len(r.Ratios) > 0 {
+			fmt.Fprintf(&b, "\ncapacity / %s's capacity\n", r.Reference)
+			tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintf(tw, "%s\t", left("policy"))
+			for _, l := range r.Limits {
+				fmt.Fprintf(tw, "%s\t", PercentileName(l.Percentile))
+			}
+			fmt.Fprintln(tw)
+			ratios := map[string]map[float64]Ratio{}
+			for _, x := range r.Ratios {
+				if ratios[x.Policy] == nil {
+					ratios[x.Policy] = map[float64]Ratio{}
+				}
+				ratios[x.Policy][x.Percentile] = x
+			}
+			for _, p := range pols {
+				fmt.Fprintf(tw, "%s\t", left(p))
+				for _, l := range r.Limits {
+					if x, ok := ratios[p][l.Percentile]; ok {
+						fmt.Fprintf(tw, "%s\t", x)
+					} else {
+						fmt.Fprint(tw, "-\t")
+					}
+				}
+				fmt.Fprintln(tw)
+			}
+			tw.Flush()
 		}
 	}
 	if len(r.Notes) > 0 {

@@ -98,6 +98,7 @@ type clusterFlags struct {
 	local             int
 	swdctl            string
 	appMode           string
+	concurrency       int
 	localTimeout      time.Duration
 	noSwitch          bool
 	settle            time.Duration
@@ -114,6 +115,7 @@ func (c *clusterFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&c.local, "local", 0, "start a loopback cluster of N nodes and a dispatcher with swdctl, and stop it afterwards")
 	fs.StringVar(&c.swdctl, "swdctl", "bin/swdctl", "swdctl binary for --local")
 	fs.StringVar(&c.appMode, "app-mode", "sleep", "dummyapp mode for --local: sleep or busy")
+	fs.IntVar(&c.concurrency, "concurrency", 1, "m for --local: every swd's --concurrency and every dummyapp's worker count (and what a peer with a central queue sends each app at once)")
 	fs.DurationVar(&c.localTimeout, "local-timeout", 60*time.Second, "longest wait for the --local cluster to be ready")
 	fs.BoolVar(&c.noSwitch, "no-switch", false, "do not switch policies: the cluster already runs the one named")
 	fs.DurationVar(&c.settle, "settle", d.Settle, "pause after switching the policy")
@@ -137,6 +139,9 @@ func (c *clusterFlags) check() error {
 		if _, err := loadgen.NormalizeBase(t); err != nil {
 			return usageError{err}
 		}
+	}
+	if c.concurrency < 1 {
+		return usagef("--concurrency must be at least 1, got %d", c.concurrency)
 	}
 	if c.settle < 0 || c.cooldown < 0 {
 		return usagef("--settle and --cooldown must not be negative")
