@@ -168,55 +168,19 @@ func (r Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(&b, "\nno results")
 	}
 	if len(r.Limits) > 0 {
-		fmt.Fprintf(&b, "\ncapacity (req/s): highest rate whose PRT stays within the limit\n")
-		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "%s\t", left("policy"))
-		for _, l := range r.Limits {
-			fmt.Fprintf(tw, "%s ≤ %sms\t", PercentileName(l.Percentile), fmtMs(l.Ms))
-		}
-		fmt.Fprintln(tw)
-		caps := map[string]map[float64]Capacity{}
-		for _, c := range r.Capacities {
-			if caps[c.Policy] == nil {
-				caps[c.Policy] = map[float64]Capacity{}
-			}
-			caps[c.Policy][c.Percentile] = c
-		}
-		for _, p := range pols {
-			fmt.Fprintf(tw, "%s\t", left(p))
-			for _, l := range r.Limits {
-				if c, ok := caps[p][l.Percentile]; ok {
-					fmt.Fprintf(tw, "%s\t", c)
-				} else {
-					fmt.Fprint(tw, "-\t")
-				}
-			}
-			fmt.Fprintln(tw)
-		}
-		tw.Flush()
-		if from := r.Limits[0].From; from != "" {
-			fmt.Fprintf(&b, "limits: %s's PRT at %s req/s\n", strings.Split(from, "@")[0], strings.Split(from, "@")[1])
-		}
-		if len(r.Ratios) > 0 {
-			fmt.Fprintf(&b, "\ncapacity / %s's capacity\n", r.Reference)
+		// perPercentile prints one row per policy, one column per limit.
+		perPercentile := func(head func(Limit) string, cell func(pol string, pct float64) (string, bool)) {
 			tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintf(tw, "%s\t", left("policy"))
 			for _, l := range r.Limits {
-				fmt.Fprintf(tw, "%s\t", PercentileName(l.Percentile))
+				fmt.Fprintf(tw, "%s\t", head(l))
 			}
 			fmt.Fprintln(tw)
-			ratios := map[string]map[float64]Ratio{}
-			for _, x := range r.Ratios {
-				if ratios[x.Policy] == nil {
-					ratios[x.Policy] = map[float64]Ratio{}
-				}
-				ratios[x.Policy][x.Percentile] = x
-			}
 			for _, p := range pols {
 				fmt.Fprintf(tw, "%s\t", left(p))
 				for _, l := range r.Limits {
-					if x, ok := ratios[p][l.Percentile]; ok {
-						fmt.Fprintf(tw, "%s\t", x)
+					if v, ok := cell(p, l.Percentile); ok {
+						fmt.Fprintf(tw, "%s\t", v)
 					} else {
 						fmt.Fprint(tw, "-\t")
 					}
@@ -224,6 +188,29 @@ func (r Report) WriteTable(w io.Writer) error {
 				fmt.Fprintln(tw)
 			}
 			tw.Flush()
+		}
+		type key struct {
+			pol string
+			pct float64
+		}
+		caps := map[key]Capacity{}
+		for _, c := range r.Capacities {
+			caps[key{c.Policy, c.Percentile}] = c
+		}
+		fmt.Fprintf(&b, "\ncapacity (req/s): highest rate whose PRT stays within the limit\n")
+		perPercentile(func(l Limit) string { return PercentileName(l.Percentile) + " ≤ " + fmtMs(l.Ms) + "ms" },
+			func(pol string, pct float64) (string, bool) { c, ok := caps[key{pol, pct}]; return c.String(), ok })
+		if from := r.Limits[0].From; from != "" {
+			fmt.Fprintf(&b, "limits: %s's PRT at %s req/s\n", strings.Split(from, "@")[0], strings.Split(from, "@")[1])
+		}
+		if len(r.Ratios) > 0 {
+			ratios := map[key]Ratio{}
+			for _, x := range r.Ratios {
+				ratios[key{x.Policy, x.Percentile}] = x
+			}
+			fmt.Fprintf(&b, "\ncapacity / %s's capacity\n", r.Reference)
+			perPercentile(func(l Limit) string { return PercentileName(l.Percentile) },
+				func(pol string, pct float64) (string, bool) { x, ok := ratios[key{pol, pct}]; return x.String(), ok })
 		}
 	}
 	if len(r.Notes) > 0 {

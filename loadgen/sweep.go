@@ -127,26 +127,19 @@ func (c SweepConfig) Validate() error {
 		return errors.New("settle and cooldown must not be negative")
 	}
 	seen := map[string]bool{}
-	for _, p := range c.Policies {
+	for i, p := range append(append([]string(nil), c.Policies...), c.Peers...) {
 		if p == "" {
-			return errors.New("empty policy name in the policy list")
-		}
-		if seen[p] {
-			return fmt.Errorf("policy %s is listed twice", p)
-		}
-		seen[p] = true
-		if _, err := c.Endpoints.For(p); err != nil {
-			return err
-		}
-	}
-	for _, p := range c.Peers {
-		if p == "" {
-			return errors.New("empty peer name in the peer list")
+			return errors.New("empty name in the policy or peer list")
 		}
 		if seen[p] {
 			return fmt.Errorf("%s is listed twice among the policies and peers", p)
 		}
 		seen[p] = true
+		if i < len(c.Policies) {
+			if _, err := c.Endpoints.For(p); err != nil {
+				return err
+			}
+		}
 	}
 	if len(c.Peers) > 0 && c.PeerStarter == nil {
 		return errors.New("measuring peers needs something to start them (--local N)")

@@ -14,9 +14,8 @@
 // Start runs a peer as a child process of the caller, never as a system
 // service: it listens on a loopback port, keeps its configuration, pid
 // file, temporary files and log in its own directory, and Stop ends it.
-// Children are started with the parent-death signal from one OS thread
-// kept for that purpose, so a peer never outlives the process that started
-// it. A product that is not installed gives ErrNotInstalled, whose message
+// Children are started with the parent-death signal through
+// internal/childproc, so a peer never outlives the process that started it. A product that is not installed gives ErrNotInstalled, whose message
 // names the script that installs it (scripts/ensure-<product>.sh); callers
 // skip that peer with the message, never fake it.
 //

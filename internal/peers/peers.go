@@ -5,10 +5,11 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -159,14 +160,7 @@ func Lookup(name string) (Peer, error) {
 }
 
 // Names lists the registered peers, sorted.
-func Names() []string {
-	out := make([]string, 0, len(registry))
-	for n := range registry {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+func Names() []string { return slices.Sorted(maps.Keys(registry)) }
 
 // Config is one start of a peer.
 type Config struct {

@@ -10,11 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/swd-project/swd/internal/childproc"
 )
 
 // sbinDirs are searched after PATH: Debian installs daemons there, and a
@@ -184,7 +185,7 @@ func Start(ctx context.Context, p Peer, cfg Config) (*Process, error) {
 	// parent, which stops it); SIGTERM should the parent die.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	pr.cmd = cmd
-	err = spawn(cmd)
+	err = childproc.Start(cmd)
 	_ = logf.Close() // the child has its own descriptor
 	if err != nil {
 		pr.cleanup()
@@ -325,35 +326,6 @@ func (pr *Process) cleanup() {
 	if pr.temp {
 		_ = os.RemoveAll(pr.Dir)
 	}
-}
-
-// The parent-death signal is tied to the thread that forked the child, not
-// the process: every peer is started from one goroutine locked to its
-// thread for the life of the process, so a child gets SIGTERM only when
-// the process that started it dies.
-var (
-	spawnOnce sync.Once
-	spawnReqs chan spawnReq
-)
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func spawn(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		spawnReqs = make(chan spawnReq)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-			for r := range spawnReqs {
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	spawnReqs <- spawnReq{cmd: cmd, done: done}
-	return <-done
 }
 
 // String names the process for messages.

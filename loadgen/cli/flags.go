@@ -256,21 +256,34 @@ func parseRate(v float64) ([]float64, error) {
 }
 
 func parsePolicies(list []string) ([]string, error) {
+	out, err := uniqueNames(list, nil, "--policies")
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, usagef("no policies given (use e.g. --policies rr,ct,ll,nu)")
+	}
+	return out, nil
+}
+
+// uniqueNames trims the names in list, drops empty ones, and refuses one
+// given twice or already among taken (named by flags in the message).
+func uniqueNames(list, taken []string, flags string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
+	for _, p := range taken {
+		seen[p] = true
+	}
 	for _, p := range list {
 		p = strings.TrimSpace(p)
 		if p == "" {
 			continue
 		}
 		if seen[p] {
-			return nil, usagef("policy %s is listed twice in --policies", p)
+			return nil, usagef("%s is listed twice in %s", p, flags)
 		}
 		seen[p] = true
 		out = append(out, p)
-	}
-	if len(out) == 0 {
-		return nil, usagef("no policies given (use e.g. --policies rr,ct,ll,nu)")
 	}
 	return out, nil
 }

@@ -142,7 +142,7 @@ func (p *peerFlags) add(fs *pflag.FlagSet) {
 // resolve checks the peer names, drops (with a message each) those whose
 // program is missing, and settles the reference.
 func (p peerFlags) resolve(e *env, pols []string, local bool) (peers []string, skipped []string, reference string, err error) {
-	names, err := parsePeerList(p.peers, pols)
+	names, err := uniqueNames(p.peers, pols, "--policies and --peers")
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -170,26 +170,6 @@ func (p peerFlags) resolve(e *env, pols []string, local bool) (peers []string, s
 		return nil, nil, "", usagef("--reference %s is not among the measured policies and peers (%s)", reference, strings.Join(all, ","))
 	}
 	return peers, skipped, reference, nil
-}
-
-func parsePeerList(list, pols []string) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
-	for _, p := range pols {
-		seen[p] = true
-	}
-	for _, p := range list {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		if seen[p] {
-			return nil, usagef("%s is listed twice in --policies and --peers", p)
-		}
-		seen[p] = true
-		out = append(out, p)
-	}
-	return out, nil
 }
 
 // measure is run, sweep and compare: check everything, start a local
