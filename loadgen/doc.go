@@ -21,6 +21,15 @@
 // Targeter spreads requests over the nodes round robin (how the paper's
 // clients reach LL and N) or sends them all to one dispatcher (RR, CT).
 //
+// # Peers
+//
+// A sweep may also measure other balancers (SweepConfig.Peers): after the
+// policies, a PeerStarter (PeerLauncher: internal/peers) starts each in
+// front of the cluster's apps, every request of its runs goes to it, and it
+// is stopped. Its rows carry its name like a policy's. With
+// Report.Reference set, every capacity is also given as a Ratio to the
+// reference's.
+//
 // # Files
 //
 // Run writes the measured requests of a run (warm-up excluded) to
@@ -46,6 +55,6 @@
 // vegeta makes of them (one pacing goroutine, many workers). Run and Sweep
 // may be called from several goroutines on different configurations, but a
 // Sweep's Progress and PolicySwitcher are only ever called from the
-// goroutine running that Sweep. A LocalCluster's methods are safe for
+// goroutine running that Sweep (so is its PeerStarter). A LocalCluster's methods are safe for
 // concurrent use.
 package loadgen
