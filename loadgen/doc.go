@@ -54,7 +54,7 @@
 // built. A SchedulePacer and a Targeter are safe for the concurrent use
 // vegeta makes of them (one pacing goroutine, many workers). Run and Sweep
 // may be called from several goroutines on different configurations, but a
-// Sweep's Progress and PolicySwitcher are only ever called from the
-// goroutine running that Sweep (so is its PeerStarter). A LocalCluster's methods are safe for
-// concurrent use.
+// Sweep's Progress, PolicySwitcher and PeerStarter are only ever called
+// from the goroutine running that Sweep. A LocalCluster's methods and a
+// PeerLauncher are safe for concurrent use.
 package loadgen
