@@ -377,12 +377,14 @@ func init() {
 }
 
 // A peer whose program is missing is skipped with one line saying how to
-// install it, before anything starts; as the reference it gives no ratios.
+// install it, before anything starts; as the reference it gives no ratios,
+// as the limit source no capacities (the rest is still measured).
 func TestComparePeerSkipped(t *testing.T) {
 	code, _, stderr := run(t, nil, "compare", "--local", "2", "--swdctl", "/nonexistent/swdctl", "--policies", "nu",
-		"--peers", "test-missing", "--reference", "test-missing", "--progress", "none", "--out", "")
+		"--peers", "test-missing", "--reference", "test-missing", "--limit-from", "test-missing@40", "--rates", "40", "--progress", "none", "--out", "")
 	assert.Equal(t, 1, code, "then the cluster fails to start: no swdctl")
 	assert.Contains(t, stderr, "loadgen: skipping test-missing: nosuch not installed: no swd-test-no-such-balancer on PATH (install it with `sudo bash scripts/ensure-nosuch.sh`")
 	assert.Contains(t, stderr, "no ratios: the reference test-missing is skipped")
+	assert.Contains(t, stderr, "no capacities: the limit source test-missing is skipped")
 	assert.Contains(t, stderr, "swdctl not found", "the skip came first")
 }

@@ -202,6 +202,14 @@ func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, 
 		return err
 	}
 	systems := append(append([]string(nil), pols...), peers...)
+	if from := rep.limits.From; from != "" {
+		if src, _, _ := loadgen.ParseLimitFrom(from); slices.Contains(pf.peers, src) && !slices.Contains(peers, src) {
+			msg := "no capacities: the limit source " + src + " is skipped"
+			fmt.Fprintf(e.stderr, "loadgen: %s\n", msg)
+			skipped = append(skipped, msg)
+			rep.limits.From = ""
+		}
+	}
 	if err := checkLimitSource(rep.limits.From, systems, rates); err != nil {
 		return err
 	}
