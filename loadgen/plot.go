@@ -112,6 +112,7 @@ func (r Report) plotCapacities(path string) error {
 		names[i] = fmt.Sprintf("%s ≤ %sms", PercentileName(l.Percentile), fmtMs(l.Ms))
 	}
 	width := vg.Points(float64(60) / float64(max(1, len(pols))))
+	top := 0.0
 	for i, pol := range pols {
 		vals := make(plotter.Values, len(r.Limits))
 		for j, l := range r.Limits {
@@ -120,6 +121,9 @@ func (r Report) plotCapacities(path string) error {
 					vals[j] = c.Rate
 				}
 			}
+		}
+		for _, v := range vals {
+			top = max(top, v)
 		}
 		bars, err := plotter.NewBarChart(vals, width)
 		if err != nil {
@@ -133,6 +137,8 @@ func (r Report) plotCapacities(path string) error {
 	}
 	p.NominalX(names...)
 	p.Y.Min = 0
+	// Headroom above the bars for the legend, one line per system.
+	p.Y.Max = top * (1.1 + 0.07*float64(len(pols)))
 	if err := p.Save(16*vg.Centimeter, 11*vg.Centimeter, path); err != nil {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
