@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -326,9 +325,4 @@ func (pr *Process) cleanup() {
 	if pr.temp {
 		_ = os.RemoveAll(pr.Dir)
 	}
-}
-
-// String names the process for messages.
-func (pr *Process) String() string {
-	return fmt.Sprintf("%s on %s (%s)", pr.Peer.Name, pr.Addr, strings.TrimSuffix(pr.Dir, "/"))
 }
