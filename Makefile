@@ -13,7 +13,7 @@ PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 TEST_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 
-.PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-goodput demo paper proto fuzz clean tools chaos
+.PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-goodput bench-peers demo paper proto fuzz clean tools chaos
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -22,7 +22,7 @@ build: ## build swd, swdctl, dummyapp, loadgen into bin/ (static)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-test: test-deps build ## run every test with the race detector (end-to-end tests use bin/; test-deps installs Prometheus and Chromium where it can)
+test: test-deps build ## run every test with the race detector (end-to-end tests use bin/; test-deps installs Prometheus, Chromium, HAProxy, nginx and Caddy where it can)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 test-short: build ## quick test run without the race detector
@@ -93,9 +93,34 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	  done; \
 	done
 
-demo: build ## start an 8-node loopback cluster, compare policies on the burst workload, print the table (CSV and plots in results/demo)
+# make bench-peers: SWD's policies beside the balancers users deploy instead,
+# on the same NODES sleep-mode dummyapps (m = 1) with the same requests.
+# NODES, RATES, DURATION (per rate) shorten or widen the run. The capacity
+# limits are haproxy-cq's 95th/99th/99.5th percentile response times at the
+# second-highest rate (360 req/s, 90 % of 8 nodes' capacity, by default), as
+# the paper took N's; the highest rate shows where each system crosses them.
+# PASS_DURATION is each pass-through run's length.
+NODES ?= 8
+RATES ?= 200,240,280,320,360,400
+DURATION ?= 30s
+PEER_POLICIES ?= rr,ct,nu,nu-exact
+PEERS ?= haproxy-cq,haproxy-leastconn,nginx-leastconn,caddy-leastconn
+comma := ,
+peer_rates = $(subst $(comma), ,$(RATES))
+LIMIT_FROM ?= haproxy-cq@$(word $(shell n=$(words $(peer_rates)); echo $$(( n > 1 ? n - 1 : 1 ))),$(peer_rates))
+PASS_DURATION ?= 10s
+
+bench-peers: build ## SWD's policies beside HAProxy, nginx, Caddy on the same apps and requests (capacity ratios to haproxy-cq), then each one's pass-through cost (~35 min; NODES=, RATES=, DURATION=)
+	@for p in haproxy nginx caddy; do bash scripts/ensure-$$p.sh; done
+	$(BIN)/loadgen compare --local $(NODES) --concurrency 1 --workload burst --scale 0.5 --seed 1 --rates $(RATES) \
+		--warmup 5s --duration $(DURATION) --cooldown 2s --settle 1s --policies $(PEER_POLICIES) --peers $(PEERS) \
+		--reference haproxy-cq --limit-from $(LIMIT_FROM) --progress lines --out results/peers
+	$(GO) run ./test/bench/peers --bin-dir $(BIN) --duration $(PASS_DURATION) --peers $(PEERS)
+
+demo: build ## start an 8-node loopback cluster, compare policies and HAProxy's central queue on the burst workload, print the table (CSV and plots in results/demo)
+	@bash scripts/ensure-haproxy.sh >/dev/null 2>&1 || true
 	$(BIN)/loadgen compare --local 8 --workload burst --scale 0.5 --rates 120,200,280,320 \
-		--warmup 2s --duration 6s --cooldown 1s --settle 500ms --policies rr,ct,ll,nu,nu-exact \
+		--warmup 2s --duration 6s --cooldown 1s --settle 500ms --policies rr,ct,ll,nu,nu-exact --peers haproxy-cq \
 		--limit-from nu@280 --progress lines --out results/demo
 
 clean: ## remove build outputs
@@ -144,9 +169,12 @@ k8s-check: ## validate deploy/k8s against the Kubernetes API types, no cluster n
 # Observability (issue 8): test dependencies, tests and the UI screenshot.
 .PHONY: test-deps test-observability ui-screenshot
 
-test-deps: ## install Debian's prometheus and chromium where missing (root only; the tests that need them skip otherwise)
+test-deps: ## install Debian's prometheus, chromium, haproxy, nginx and caddy where missing (root only; the tests that need them skip otherwise)
 	bash scripts/ensure-prometheus.sh
 	bash scripts/ensure-chromium.sh
+	bash scripts/ensure-haproxy.sh
+	bash scripts/ensure-nginx.sh
+	bash scripts/ensure-caddy.sh
 
 test-observability: build ## metrics golden list, dashboard, scrape configs; Prometheus and Chromium end-to-end (test/observability)
 	$(GO) test -race -count=1 -timeout 5m ./internal/metrics/ ./test/observability/

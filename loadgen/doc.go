@@ -21,6 +21,15 @@
 // Targeter spreads requests over the nodes round robin (how the paper's
 // clients reach LL and N) or sends them all to one dispatcher (RR, CT).
 //
+// # Peers
+//
+// A sweep may also measure other balancers (SweepConfig.Peers): after the
+// policies, a PeerStarter (PeerLauncher: internal/peers) starts each in
+// front of the cluster's apps, every request of its runs goes to it, and it
+// is stopped. Its rows carry its name like a policy's. With
+// Report.Reference set, every capacity is also given as a Ratio to the
+// reference's.
+//
 // # Files
 //
 // Run writes the measured requests of a run (warm-up excluded) to
@@ -45,7 +54,7 @@
 // built. A SchedulePacer and a Targeter are safe for the concurrent use
 // vegeta makes of them (one pacing goroutine, many workers). Run and Sweep
 // may be called from several goroutines on different configurations, but a
-// Sweep's Progress and PolicySwitcher are only ever called from the
-// goroutine running that Sweep. A LocalCluster's methods are safe for
-// concurrent use.
+// Sweep's Progress, PolicySwitcher and PeerStarter are only ever called
+// from the goroutine running that Sweep. A LocalCluster's methods and a
+// PeerLauncher are safe for concurrent use.
 package loadgen

@@ -25,6 +25,12 @@ type LocalConfig struct {
 	AppMode string
 	// Dispatcher also starts a dispatcher (for rr, ct).
 	Dispatcher bool
+	// Concurrency is every node's m; AppConcurrency every dummyapp's
+	// worker count (0: no limit). Equal, they give the apps the capacity
+	// swd assumes whoever sends to them (peers such as nginx do not bound
+	// what they send).
+	Concurrency    int
+	AppConcurrency int
 	// ExtraArgs are appended to swdctl's arguments.
 	ExtraArgs []string
 	// ReadyTimeout bounds the wait for the address line; StopTimeout the
@@ -39,12 +45,14 @@ type LocalConfig struct {
 // bin/swdctl (or swdctl on PATH when that does not exist).
 func DefaultLocalConfig() LocalConfig {
 	return LocalConfig{
-		Swdctl:       "bin/swdctl",
-		Nodes:        16,
-		AppMode:      "sleep",
-		Dispatcher:   true,
-		ReadyTimeout: 60 * time.Second,
-		StopTimeout:  15 * time.Second,
+		Swdctl:         "bin/swdctl",
+		Nodes:          16,
+		AppMode:        "sleep",
+		Dispatcher:     true,
+		Concurrency:    1,
+		AppConcurrency: 1,
+		ReadyTimeout:   60 * time.Second,
+		StopTimeout:    15 * time.Second,
 	}
 }
 
@@ -55,6 +63,10 @@ func (c LocalConfig) Validate() error {
 		return errors.New("no swdctl binary given (use --swdctl PATH)")
 	case c.Nodes < 1:
 		return fmt.Errorf("a local cluster needs at least 1 node, got %d", c.Nodes)
+	case c.Concurrency < 1:
+		return fmt.Errorf("concurrency (m) must be at least 1, got %d", c.Concurrency)
+	case c.AppConcurrency < 0:
+		return fmt.Errorf("app concurrency must be 0 (no limit) or more, got %d", c.AppConcurrency)
 	case c.AppMode != "sleep" && c.AppMode != "busy":
 		return fmt.Errorf("app mode must be sleep or busy, got %q", c.AppMode)
 	case c.ReadyTimeout <= 0 || c.StopTimeout <= 0:
@@ -65,7 +77,10 @@ func (c LocalConfig) Validate() error {
 
 // Args are swdctl's arguments.
 func (c LocalConfig) Args() []string {
-	args := []string{"local", "up", "--nodes", strconv.Itoa(c.Nodes), "--app-mode", c.AppMode}
+	args := []string{"local", "up", "--nodes", strconv.Itoa(c.Nodes), "--app-mode", c.AppMode, "--concurrency", strconv.Itoa(c.Concurrency)}
+	if c.AppConcurrency > 0 {
+		args = append(args, "--app-concurrency", strconv.Itoa(c.AppConcurrency))
+	}
 	if c.Dispatcher {
 		args = append(args, "--dispatcher")
 	}
@@ -227,6 +242,19 @@ func (c *LocalCluster) Targets() []string {
 		out[i] = n.HTTP
 	}
 	return out
+}
+
+// Apps are the nodes' apps' addresses (host:port), or an error when swdctl
+// did not report them.
+func (c *LocalCluster) Apps() ([]string, error) {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		if n.App == "" {
+			return nil, fmt.Errorf("swdctl did not report node %s's app address", n.Name)
+		}
+		out[i] = n.App
+	}
+	return out, nil
 }
 
 // Control is the first node's gRPC address.

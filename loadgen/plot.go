@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"fmt"
+	"image/color"
 	"math"
 	"os"
 	"path/filepath"
@@ -86,9 +87,9 @@ func (r Report) plotStat(path, title string, get func(Row) float64) error {
 		if err != nil {
 			return fmt.Errorf("plot %s: %w", path, err)
 		}
-		line.Color = plotutil.Color(i)
+		line.Color = seriesColor(i)
 		line.Dashes = plotutil.Dashes(i)
-		points.Color = plotutil.Color(i)
+		points.Color = seriesColor(i)
 		points.Shape = plotutil.Shape(i)
 		p.Add(line, points)
 		p.Legend.Add(pol, line, points)
@@ -114,6 +115,7 @@ func (r Report) plotCapacities(path string) error {
 		names[i] = fmt.Sprintf("%s ≤ %sms", PercentileName(l.Percentile), fmtMs(l.Ms))
 	}
 	width := vg.Points(float64(60) / float64(max(1, len(pols))))
+	top := 0.0
 	for i, pol := range pols {
 		vals := make(plotter.Values, len(r.Limits))
 		for j, l := range r.Limits {
@@ -123,11 +125,14 @@ func (r Report) plotCapacities(path string) error {
 				}
 			}
 		}
+		for _, v := range vals {
+			top = max(top, v)
+		}
 		bars, err := plotter.NewBarChart(vals, width)
 		if err != nil {
 			return fmt.Errorf("plot %s: %w", path, err)
 		}
-		bars.Color = plotutil.Color(i)
+		bars.Color = seriesColor(i)
 		bars.LineStyle.Width = vg.Length(0)
 		bars.Offset = width * vg.Length(float64(i)-float64(len(pols)-1)/2)
 		p.Add(bars)
@@ -135,11 +140,24 @@ func (r Report) plotCapacities(path string) error {
 	}
 	p.NominalX(names...)
 	p.Y.Min = 0
+	// Headroom above the bars for the legend, one line per system.
+	// (rounded up to a multiple of 100 so the ticks stay whole numbers).
+	p.Y.Max = math.Ceil(top*(1.1+0.07*float64(len(pols)))/100) * 100
 	if err := p.Save(16*vg.Centimeter, 11*vg.Centimeter, path); err != nil {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
 	return nil
 }
+
+// palette is Tableau's ten categorical colours: distinct for up to ten
+// systems (plotutil's default has seven, so an eighth repeated the first).
+var palette = []color.RGBA{
+	{0x4e, 0x79, 0xa7, 0xff}, {0xf2, 0x8e, 0x2b, 0xff}, {0xe1, 0x57, 0x59, 0xff}, {0x76, 0xb7, 0xb2, 0xff},
+	{0x59, 0xa1, 0x4f, 0xff}, {0xed, 0xc9, 0x48, 0xff}, {0xb0, 0x7a, 0xa1, 0xff}, {0xff, 0x9d, 0xa7, 0xff},
+	{0x9c, 0x75, 0x5f, 0xff}, {0xba, 0xb0, 0xac, 0xff},
+}
+
+func seriesColor(i int) color.Color { return palette[i%len(palette)] }
 
 func sortXYs(xys plotter.XYs) {
 	for i := 1; i < len(xys); i++ {

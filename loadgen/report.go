@@ -27,6 +27,10 @@ type Report struct {
 	MaxErrorRate float64    `json:"max_error_rate"`
 	Limits       []Limit    `json:"limits,omitempty"`
 	Capacities   []Capacity `json:"capacities,omitempty"`
+	// Reference, if set, names the system every capacity is divided by
+	// (Ratios, computed by WithCapacities).
+	Reference string  `json:"reference,omitempty"`
+	Ratios    []Ratio `json:"ratios,omitempty"`
 	// Blocks are extra policies × rates tables (e.g. the simulator's
 	// transfers per request), printed after the response times.
 	Blocks []Block `json:"blocks,omitempty"`
@@ -48,7 +52,8 @@ type Cell struct {
 }
 
 // WithCapacities returns r with limits resolved from spec and capacities
-// computed; an empty spec leaves r without capacities.
+// computed, and with r.Reference set, every capacity as a ratio to the
+// reference's; an empty spec leaves r without capacities.
 func (r Report) WithCapacities(spec LimitSpec) (Report, error) {
 	if spec.Empty() {
 		return r, nil
@@ -62,6 +67,11 @@ func (r Report) WithCapacities(spec LimitSpec) (Report, error) {
 		return r, err
 	}
 	r.Limits, r.Capacities = limits, caps
+	if r.Reference != "" {
+		if r.Ratios, err = Ratios(caps, r.Reference); err != nil {
+			return r, err
+		}
+	}
 	return r, nil
 }
 
@@ -158,34 +168,49 @@ func (r Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(&b, "\nno results")
 	}
 	if len(r.Limits) > 0 {
-		fmt.Fprintf(&b, "\ncapacity (req/s): highest rate whose PRT stays within the limit\n")
-		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "%s\t", left("policy"))
-		for _, l := range r.Limits {
-			fmt.Fprintf(tw, "%s ≤ %sms\t", PercentileName(l.Percentile), fmtMs(l.Ms))
-		}
-		fmt.Fprintln(tw)
-		caps := map[string]map[float64]Capacity{}
-		for _, c := range r.Capacities {
-			if caps[c.Policy] == nil {
-				caps[c.Policy] = map[float64]Capacity{}
-			}
-			caps[c.Policy][c.Percentile] = c
-		}
-		for _, p := range pols {
-			fmt.Fprintf(tw, "%s\t", left(p))
+		// perPercentile prints one row per policy, one column per limit.
+		perPercentile := func(head func(Limit) string, cell func(pol string, pct float64) (string, bool)) {
+			tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintf(tw, "%s\t", left("policy"))
 			for _, l := range r.Limits {
-				if c, ok := caps[p][l.Percentile]; ok {
-					fmt.Fprintf(tw, "%s\t", c)
-				} else {
-					fmt.Fprint(tw, "-\t")
-				}
+				fmt.Fprintf(tw, "%s\t", head(l))
 			}
 			fmt.Fprintln(tw)
+			for _, p := range pols {
+				fmt.Fprintf(tw, "%s\t", left(p))
+				for _, l := range r.Limits {
+					if v, ok := cell(p, l.Percentile); ok {
+						fmt.Fprintf(tw, "%s\t", v)
+					} else {
+						fmt.Fprint(tw, "-\t")
+					}
+				}
+				fmt.Fprintln(tw)
+			}
+			tw.Flush()
 		}
-		tw.Flush()
+		type key struct {
+			pol string
+			pct float64
+		}
+		caps := map[key]Capacity{}
+		for _, c := range r.Capacities {
+			caps[key{c.Policy, c.Percentile}] = c
+		}
+		fmt.Fprintf(&b, "\ncapacity (req/s): highest rate whose PRT stays within the limit\n")
+		perPercentile(func(l Limit) string { return PercentileName(l.Percentile) + " ≤ " + fmtMs(l.Ms) + "ms" },
+			func(pol string, pct float64) (string, bool) { c, ok := caps[key{pol, pct}]; return c.String(), ok })
 		if from := r.Limits[0].From; from != "" {
 			fmt.Fprintf(&b, "limits: %s's PRT at %s req/s\n", strings.Split(from, "@")[0], strings.Split(from, "@")[1])
+		}
+		if len(r.Ratios) > 0 {
+			ratios := map[key]Ratio{}
+			for _, x := range r.Ratios {
+				ratios[key{x.Policy, x.Percentile}] = x
+			}
+			fmt.Fprintf(&b, "\ncapacity / %s's capacity\n", r.Reference)
+			perPercentile(func(l Limit) string { return PercentileName(l.Percentile) },
+				func(pol string, pct float64) (string, bool) { x, ok := ratios[key{pol, pct}]; return x.String(), ok })
 		}
 	}
 	if len(r.Notes) > 0 {

@@ -70,6 +70,34 @@ limits: ct's PRT at 360 req/s
 	assert.Equal(t, want, buf.String())
 }
 
+// With a reference, every capacity is also shown as a ratio to its, after
+// the capacities.
+func TestWriteTableRatios(t *testing.T) {
+	rep := Report{Rows: paperRows()[:4], Percentiles: []float64{95, 99}, MaxErrorRate: 0.01, Reference: "ct"}
+	rep, err := rep.WithCapacities(LimitSpec{Limits: []time.Duration{200 * time.Millisecond, 500 * time.Millisecond}})
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteTable(&buf))
+	// rr: 95th crosses 200 ms at 40 + 50/1850*320 = 48.6, 99th 500 ms at
+	// 40 + 100/3600*320 = 48.9; ct: 40 + 60/160*320 = 160, 40 + 120/220*320
+	// = 214.5.
+	assert.Contains(t, buf.String(), `capacity (req/s): highest rate whose PRT stays within the limit
+  policy  95th ≤ 200.00ms  99th ≤ 500.00ms
+  rr                 48.6             48.9
+  ct                160.0            214.5
+
+capacity / ct's capacity
+  policy  95th  99th
+  rr      0.30  0.23
+  ct      1.00  1.00
+`)
+	require.Len(t, rep.Ratios, 4)
+
+	rep.Reference = "nu"
+	_, err = rep.WithCapacities(LimitSpec{Limits: []time.Duration{time.Second}})
+	require.Error(t, err, "a reference that was not measured")
+}
+
 func TestWriteTableEmptyAndNotes(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, Report{Notes: []string{"a note"}}.WriteTable(&buf))

@@ -16,6 +16,15 @@ type PolicySwitcher interface {
 	SetPolicy(ctx context.Context, name string) error
 }
 
+// PeerStarter starts the other balancers a sweep measures beside SWD's
+// policies (HAProxy, nginx, Caddy: internal/peers), each in front of the
+// cluster's apps.
+type PeerStarter interface {
+	// StartPeer starts the peer called name and returns the HTTP address
+	// it serves on and a function that stops it.
+	StartPeer(ctx context.Context, name string) (addr string, stop func() error, err error)
+}
+
 // Endpoints are where a sweep sends requests.
 type Endpoints struct {
 	// Targets are the nodes' HTTP addresses; transfer policies (ll, nu,
@@ -70,6 +79,11 @@ type SweepConfig struct {
 	// Switcher switches the cluster before each policy's runs. Nil is
 	// allowed only with NoSwitch (or no Policies).
 	Switcher PolicySwitcher
+	// Peers are other balancers measured after the policies, each row
+	// labelled with its name: PeerStarter starts each before its runs (all
+	// its requests go to it) and it is stopped after them.
+	Peers       []string
+	PeerStarter PeerStarter
 	// NoSwitch trusts the labels: the cluster already runs each policy.
 	NoSwitch bool
 	// Settle is the pause after a switch; Cooldown the pause between runs
@@ -113,19 +127,24 @@ func (c SweepConfig) Validate() error {
 		return errors.New("settle and cooldown must not be negative")
 	}
 	seen := map[string]bool{}
-	for _, p := range c.Policies {
+	for i, p := range append(append([]string(nil), c.Policies...), c.Peers...) {
 		if p == "" {
-			return errors.New("empty policy name in the policy list")
+			return errors.New("empty name in the policy or peer list")
 		}
 		if seen[p] {
-			return fmt.Errorf("policy %s is listed twice", p)
+			return fmt.Errorf("%s is listed twice among the policies and peers", p)
 		}
 		seen[p] = true
-		if _, err := c.Endpoints.For(p); err != nil {
-			return err
+		if i < len(c.Policies) {
+			if _, err := c.Endpoints.For(p); err != nil {
+				return err
+			}
 		}
 	}
-	if len(c.Policies) == 0 {
+	if len(c.Peers) > 0 && c.PeerStarter == nil {
+		return errors.New("measuring peers needs something to start them (--local N)")
+	}
+	if len(c.Policies) == 0 && len(c.Peers) == 0 {
 		if _, err := c.Endpoints.For(""); err != nil {
 			return err
 		}
@@ -149,10 +168,12 @@ func RunDir(out, label string, rate float64) string {
 	return filepath.Join(out, label+"_"+FormatRate(rate))
 }
 
-// Sweep measures c.Policies × c.Rates: for each policy it switches the
-// cluster (unless NoSwitch), waits Settle, then runs every rate, pausing
-// Cooldown between runs. It stops at the first error (a failed switch, a
-// file it cannot write, ctx ending) and returns what it measured so far.
+// Sweep measures c.Policies × c.Rates, then c.Peers × c.Rates: for each
+// policy it switches the cluster (unless NoSwitch), for each peer it starts
+// the peer; it waits Settle, then runs every rate, pausing Cooldown between
+// runs, and stops the peer. It stops at the first error (a failed switch,
+// a peer that would not start or stop cleanly, a file it cannot write, ctx
+// ending) and returns what it measured so far.
 func Sweep(ctx context.Context, c SweepConfig) (SweepResult, error) {
 	var out SweepResult
 	if err := c.Validate(); err != nil {
@@ -163,11 +184,12 @@ func Sweep(ctx context.Context, c SweepConfig) (SweepResult, error) {
 		prog = nopProgress{}
 	}
 	pols := c.Policies
-	if len(pols) == 0 {
+	if len(pols) == 0 && len(c.Peers) == 0 {
 		pols = []string{""}
 	}
-	total := time.Duration(len(pols)*len(c.Rates)) * (c.Run.Warmup + c.Run.Duration)
-	prog.SweepStarted(len(pols)*len(c.Rates), total)
+	systems := len(pols) + len(c.Peers)
+	total := time.Duration(systems*len(c.Rates)) * (c.Run.Warmup + c.Run.Duration)
+	prog.SweepStarted(systems*len(c.Rates), total)
 	defer prog.SweepFinished()
 	i := 0
 	for _, pol := range pols {
@@ -184,35 +206,67 @@ func Sweep(ctx context.Context, c SweepConfig) (SweepResult, error) {
 				return out, err
 			}
 		}
-		for _, rate := range c.Rates {
-			if i > 0 {
-				if err := sleep(ctx, c.Cooldown); err != nil {
-					return out, err
-				}
-			}
-			rc := c.Run
-			rc.Policy, rc.Targets, rc.Rate = pol, targets, rate
-			rc.ResultsFile = ""
-			if c.OutDir != "" {
-				rc.ResultsFile = filepath.Join(RunDir(c.OutDir, rc.Label(), rate), "results.bin")
-			}
-			prog.RunStarted(i, rc.Label(), rate, rc.Warmup+rc.Duration)
-			res, err := Run(ctx, rc)
-			prog.RunFinished(i, res, err)
-			i++
-			if err != nil {
-				return out, fmt.Errorf("%s at %s req/s: %w", rc.Label(), FormatRate(rate), err)
-			}
-			out.Rows = append(out.Rows, res.Row)
-			out.Runs = append(out.Runs, res)
-			if c.OutDir != "" {
-				if err := WriteCSVFile(filepath.Join(c.OutDir, "results.csv"), out.Rows); err != nil {
-					return out, err
-				}
-			}
+		if err := c.sweepRates(ctx, prog, pol, targets, &i, &out); err != nil {
+			return out, err
+		}
+	}
+	for _, peer := range c.Peers {
+		if err := c.sweepPeer(ctx, prog, peer, &i, &out); err != nil {
+			return out, err
 		}
 	}
 	return out, nil
+}
+
+// sweepPeer starts peer, runs every rate against it and stops it.
+func (c SweepConfig) sweepPeer(ctx context.Context, prog Progress, peer string, i *int, out *SweepResult) (err error) {
+	prog.Note(fmt.Sprintf("starting %s in front of the apps", peer))
+	addr, stop, err := c.PeerStarter.StartPeer(ctx, peer)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", peer, err)
+	}
+	defer func() {
+		if serr := stop(); serr != nil && err == nil {
+			err = fmt.Errorf("stop %s: %w", peer, serr)
+		}
+	}()
+	if err := sleep(ctx, c.Settle); err != nil {
+		return err
+	}
+	return c.sweepRates(ctx, prog, peer, []string{addr}, i, out)
+}
+
+// sweepRates runs every rate for one system (label pol) against targets;
+// i counts runs across the sweep.
+func (c SweepConfig) sweepRates(ctx context.Context, prog Progress, pol string, targets []string, i *int, out *SweepResult) error {
+	for _, rate := range c.Rates {
+		if *i > 0 {
+			if err := sleep(ctx, c.Cooldown); err != nil {
+				return err
+			}
+		}
+		rc := c.Run
+		rc.Policy, rc.Targets, rc.Rate = pol, targets, rate
+		rc.ResultsFile = ""
+		if c.OutDir != "" {
+			rc.ResultsFile = filepath.Join(RunDir(c.OutDir, rc.Label(), rate), "results.bin")
+		}
+		prog.RunStarted(*i, rc.Label(), rate, rc.Warmup+rc.Duration)
+		res, err := Run(ctx, rc)
+		prog.RunFinished(*i, res, err)
+		*i++
+		if err != nil {
+			return fmt.Errorf("%s at %s req/s: %w", rc.Label(), FormatRate(rate), err)
+		}
+		out.Rows = append(out.Rows, res.Row)
+		out.Runs = append(out.Runs, res)
+		if c.OutDir != "" {
+			if err := WriteCSVFile(filepath.Join(c.OutDir, "results.csv"), out.Rows); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -142,6 +142,10 @@ func TestSweepConfigValidate(t *testing.T) {
 		{"duplicate policy", func(c *SweepConfig) { c.Policies = []string{"nu", "nu"} }, "twice"},
 		// The run template is checked too.
 		{"bad run", func(c *SweepConfig) { c.Run.Duration = 0 }, "duration"},
+		// Peers need something to start them.
+		{"peers without starter", func(c *SweepConfig) { c.Peers = []string{"haproxy-cq"} }, "--local"},
+		// A peer may not share a policy's label.
+		{"peer named like a policy", func(c *SweepConfig) { c.Peers = []string{"nu"}; c.PeerStarter = &fakePeers{} }, "twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,4 +162,83 @@ func TestSweepConfigValidate(t *testing.T) {
 	c.Endpoints = Endpoints{Targets: []string{"127.0.0.1:1"}, Dispatcher: "127.0.0.1:2"}
 	c.NoSwitch = true
 	assert.NoError(t, c.Validate(), "--no-switch trusts the labels")
+}
+
+// fakePeers starts a sleepServer per peer and records starts and stops.
+type fakePeers struct {
+	t       *testing.T
+	servers map[string]*sleepServer
+	failOn  string // StartPeer fails for this name
+	badStop string // stop fails for this name
+	events  []string
+}
+
+func (f *fakePeers) StartPeer(_ context.Context, name string) (string, func() error, error) {
+	f.events = append(f.events, "start "+name)
+	if name == f.failOn {
+		return "", nil, errors.New("not installed")
+	}
+	s := newSleepServer(f.t, name)
+	if f.servers == nil {
+		f.servers = map[string]*sleepServer{}
+	}
+	f.servers[name] = s
+	return s.URL, func() error {
+		f.events = append(f.events, "stop "+name)
+		if name == f.badStop {
+			return errors.New("exited early")
+		}
+		return nil
+	}, nil
+}
+
+// Peers come after the policies: each is started, gets every request of
+// its runs, and is stopped; their rows carry their names.
+func TestSweepPeers(t *testing.T) {
+	a := newSleepServer(t, "a")
+	c := sweepConfig(t, []*sleepServer{a}, nil)
+	fp := &fakePeers{t: t}
+	prog := &recordingProgress{}
+	c.Policies, c.Switcher, c.Peers, c.PeerStarter, c.Progress = []string{"nu"}, &recordingSwitcher{}, []string{"p1", "p2"}, fp, prog
+	res, err := Sweep(context.Background(), c)
+	require.NoError(t, err)
+	require.Len(t, res.Rows, 6)
+	var labels []string
+	for _, r := range res.Rows {
+		labels = append(labels, r.Policy)
+	}
+	assert.Equal(t, []string{"nu", "nu", "p1", "p1", "p2", "p2"}, labels)
+	assert.Equal(t, []string{"start p1", "stop p1", "start p2", "stop p2"}, fp.events)
+	assert.Equal(t, res.Runs[2].Sent+res.Runs[3].Sent, len(fp.servers["p1"].seen()), "p1's runs all went to p1")
+	assert.Equal(t, res.Runs[0].Sent+res.Runs[1].Sent, len(a.seen()), "nu's runs went to the nodes")
+	assert.Contains(t, prog.events, "starting p1 in front of the apps")
+	assert.Equal(t, "start 6 2.4s", prog.events[0])
+	assert.FileExists(t, filepath.Join(RunDir(c.OutDir, "p2", 100), "results.bin"))
+}
+
+func TestSweepPeerFailures(t *testing.T) {
+	cases := []struct {
+		name   string
+		fp     *fakePeers
+		want   string
+		rows   int
+		events []string
+	}{
+		// a peer that does not start ends the sweep; the rows so far stay
+		{"start fails", &fakePeers{failOn: "p2"}, "start p2: not installed", 2, []string{"start p1", "stop p1", "start p2"}},
+		// a peer that was gone when stopped makes its rows suspect: an error
+		{"stop fails", &fakePeers{badStop: "p1"}, "stop p1: exited early", 2, []string{"start p1", "stop p1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := sweepConfig(t, nil, nil)
+			tc.fp.t = t
+			c.Policies, c.Peers, c.PeerStarter = nil, []string{"p1", "p2"}, tc.fp
+			res, err := Sweep(context.Background(), c)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Len(t, res.Rows, tc.rows)
+			assert.Equal(t, tc.events, tc.fp.events)
+		})
+	}
 }

@@ -113,6 +113,8 @@ environment over file.`,
 	fs.StringVar(&mode, "mode", mode, "how to spend service time: busy (calibrated CPU loop) or sleep (timer, no CPU)")
 	fs.StringVar(&cfg.Name, "name", "", "name sent in the X-Served-By header (default: host name)")
 	fs.Float64Var(&cfg.MaxMs, "max-ms", cfg.MaxMs, "largest service time a request may ask for, in ms")
+	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "most /work requests served at once (a server with that many workers); the others wait in arrival order; 0: no limit")
+	fs.IntVar(&cfg.QueueLimit, "queue-limit", cfg.QueueLimit, "with --concurrency, most requests waiting for a worker; beyond it 503")
 	fs.DurationVar(&cfg.Calibration, "calibration", cfg.Calibration, "how long busy mode calibrates its loop at start")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest wait for requests in progress on SIGTERM/SIGINT")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")

@@ -51,6 +51,8 @@ func TestRun(t *testing.T) {
 		{name: "extra args", args: []string{"serve"}, wantCode: 2, wantErr: []string{"unexpected arguments"}},
 		// an invalid mode is a configuration error
 		{name: "bad mode flag", args: []string{"--mode", "idle"}, wantCode: 1, wantErr: []string{`mode "idle"`}},
+		// a negative worker count is a configuration error naming the flag
+		{name: "bad concurrency", args: []string{"--mode", "sleep", "--concurrency", "-1"}, wantCode: 1, wantErr: []string{"concurrency -1"}},
 		// the environment is read (and validated)
 		{name: "bad mode env", env: map[string]string{"DUMMYAPP_MODE": "idle"}, wantCode: 1, wantErr: []string{`mode "idle"`}},
 		// a value that does not parse names its env var

@@ -61,6 +61,7 @@ killed, they die too.`,
 	f.BoolVar(&cfg.Dispatcher, "dispatcher", false, "also start a dispatcher (for rr and ct)")
 	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial policy of every node")
 	f.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "m of every node")
+	f.IntVar(&cfg.AppConcurrency, "app-concurrency", 0, "most requests each dummyapp serves at once, the others wait in arrival order (0: no limit; set it to --concurrency to compare with balancers that do not bound what they send)")
 	f.StringVar(&cfg.BinDir, "bin-dir", "", "directory holding swd and dummyapp (default: next to swdctl)")
 	f.StringVar(&cfg.LogDir, "log-dir", "", "write each process's log to a file here")
 	f.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "how long to wait for every node to see every other")

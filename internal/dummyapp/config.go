@@ -39,6 +39,14 @@ type Config struct {
 	Name string
 	// MaxMs is the largest service time a request may ask for, in ms.
 	MaxMs float64
+	// Concurrency is the most /work requests served at once, like a server
+	// with that many workers: the others wait in arrival order. 0 serves
+	// every request at once (sleep mode then has no capacity limit of its
+	// own: swd's m is the only one).
+	Concurrency int
+	// QueueLimit is the most /work requests waiting for a worker when
+	// Concurrency > 0; beyond it the app answers 503 at once.
+	QueueLimit int
 	// Calibration is how long busy mode measures its loop at start.
 	Calibration time.Duration
 	// ShutdownTimeout bounds the graceful shutdown: requests still running
@@ -57,6 +65,8 @@ func DefaultConfig() Config {
 		Mode:            ModeBusy,
 		Name:            hostName(),
 		MaxMs:           60000,
+		Concurrency:     0,
+		QueueLimit:      10000,
 		Calibration:     300 * time.Millisecond,
 		ShutdownTimeout: 10 * time.Second,
 		LogLevel:        "info",
@@ -86,6 +96,12 @@ func (c Config) Validate() error {
 	}
 	if math.IsNaN(c.MaxMs) || math.IsInf(c.MaxMs, 0) || c.MaxMs <= 0 {
 		bad("max-ms %v: want a positive number", c.MaxMs)
+	}
+	if c.Concurrency < 0 {
+		bad("concurrency %d: want 0 (no limit) or more", c.Concurrency)
+	}
+	if c.QueueLimit < 1 {
+		bad("queue-limit %d: want at least 1", c.QueueLimit)
 	}
 	if c.Mode == ModeBusy && c.Calibration < 10*time.Millisecond {
 		bad("calibration %v: want at least 10ms", c.Calibration)

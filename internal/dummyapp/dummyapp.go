@@ -1,13 +1,19 @@
 // Package dummyapp is SWD's stand-in application: an HTTP server that spends
 // a requested service time per request, either burning CPU in a calibrated
 // loop (busy mode, the paper's dummy application) or holding the request on
-// a timer (sleep mode).
+// a timer (sleep mode). With Config.Concurrency > 0 it serves at most that
+// many /work requests at once and queues the others in arrival order, as a
+// server with that many workers would; balancers that do not bound the
+// requests they send a server (HAProxy without maxconn, nginx, Caddy) then
+// meet the same capacity as swd does with m.
 //
 // Endpoints:
 //
 //	ANY  /work?ms=37.5  spend 37.5 ms; 200 with X-Service-Ms (actual) and
-//	                    X-Served-By; 400 for a missing or bad ms. A request
-//	                    body is read and discarded (its size is counted).
+//	                    X-Served-By; 400 for a missing or bad ms; 503 when
+//	                    Concurrency > 0 and QueueLimit requests already
+//	                    wait. A request body is read and discarded (its
+//	                    size is counted).
 //	GET  /stats         JSON Stats
 //	POST /stats/reset   zero served/cancelled/body_bytes, max_in_flight := in_flight
 //	GET  /healthz       200 "ok"
@@ -32,6 +38,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Response headers.
@@ -50,6 +58,9 @@ type Stats struct {
 	InFlight int64 `json:"in_flight"`
 	// MaxInFlight is the largest InFlight seen since start or reset.
 	MaxInFlight int64 `json:"max_in_flight"`
+	// Waiting is the number of /work requests waiting for a worker now
+	// (always 0 without a concurrency limit).
+	Waiting int64 `json:"waiting"`
 	// Cancelled counts /work requests whose context ended before their
 	// service time was spent (client gone, or shutdown timeout).
 	Cancelled uint64 `json:"cancelled"`
@@ -77,12 +88,16 @@ type App struct {
 	log        *slog.Logger
 	itersPerMs float64 // busy mode only
 	mux        *http.ServeMux
+	// workers admits Config.Concurrency requests at once, the others in
+	// arrival order (semaphore.Weighted is FIFO); nil: no limit.
+	workers *semaphore.Weighted
 
 	served      atomic.Uint64
 	cancelled   atomic.Uint64
 	bodyBytes   atomic.Uint64
 	inFlight    atomic.Int64
 	maxInFlight atomic.Int64
+	waiting     atomic.Int64
 	serving     atomic.Bool
 }
 
@@ -100,6 +115,9 @@ func New(cfg Config, logger *slog.Logger) (*App, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	a := &App{cfg: cfg, log: logger}
+	if cfg.Concurrency > 0 {
+		a.workers = semaphore.NewWeighted(int64(cfg.Concurrency))
+	}
 	if cfg.Mode == ModeBusy {
 		a.itersPerMs = Calibrate(cfg.Calibration)
 		logger.Info("calibrated busy loop", "iters_per_ms", math.Round(a.itersPerMs), "took", cfg.Calibration.String())
@@ -134,6 +152,7 @@ func (a *App) Stats() Stats {
 		Served:                a.served.Load(),
 		InFlight:              a.inFlight.Load(),
 		MaxInFlight:           a.maxInFlight.Load(),
+		Waiting:               a.waiting.Load(),
 		Cancelled:             a.cancelled.Load(),
 		BodyBytes:             a.bodyBytes.Load(),
 		Mode:                  a.cfg.Mode,
@@ -178,6 +197,12 @@ func (a *App) handleWork(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if a.workers != nil {
+		if !a.awaitWorker(w, r) {
+			return
+		}
+		defer a.workers.Release(1)
+	}
 
 	n := a.inFlight.Add(1)
 	defer a.inFlight.Add(-1)
@@ -221,6 +246,25 @@ func (a *App) handleWork(w http.ResponseWriter, r *http.Request) {
 		BodyBytes:   body,
 	})
 	a.log.Debug("work done", "requested_ms", ms, "spent_ms", spent, "body_bytes", body)
+}
+
+// awaitWorker waits in arrival order for one of Config.Concurrency workers.
+// It answers 503 itself and returns false when QueueLimit requests already
+// wait or the request is cancelled while waiting.
+func (a *App) awaitWorker(w http.ResponseWriter, r *http.Request) bool {
+	if a.waiting.Add(1) > int64(a.cfg.QueueLimit) {
+		a.waiting.Add(-1)
+		http.Error(w, "queue full: "+strconv.Itoa(a.cfg.QueueLimit)+" requests wait for a worker", http.StatusServiceUnavailable)
+		return false
+	}
+	err := a.workers.Acquire(r.Context(), 1)
+	a.waiting.Add(-1)
+	if err != nil {
+		a.cancelled.Add(1)
+		http.Error(w, "request cancelled while waiting for a worker: "+err.Error(), http.StatusServiceUnavailable)
+		return false
+	}
+	return true
 }
 
 func (a *App) handleStats(w http.ResponseWriter, _ *http.Request) {

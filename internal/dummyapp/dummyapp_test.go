@@ -76,6 +76,10 @@ func TestConfigValidate(t *testing.T) {
 		{name: "bad level", mutate: func(c *Config) { c.LogLevel = "loud" }, errs: []string{"log-level"}},
 		// text or json only
 		{name: "bad format", mutate: func(c *Config) { c.LogFormat = "xml" }, errs: []string{"log-format"}},
+		// a worker limit cannot be negative (0 means none)
+		{name: "negative concurrency", mutate: func(c *Config) { c.Concurrency = -1 }, errs: []string{"concurrency"}},
+		// the waiting room is bounded: at least one place
+		{name: "zero queue limit", mutate: func(c *Config) { c.QueueLimit = 0 }, errs: []string{"queue-limit"}},
 		// every problem is reported at once
 		{name: "several", mutate: func(c *Config) { c.Mode = ""; c.LogFormat = "" }, errs: []string{"mode", "log-format"}},
 	}
@@ -456,4 +460,121 @@ func BenchmarkSleepHandler(b *testing.B) {
 			}
 		}
 	})
+}
+
+// With Concurrency 2 and QueueLimit 2, five long requests: two are served,
+// two wait, the fifth is refused with 503 at once; the waiting ones are
+// served when the first ones end.
+func TestConcurrencyLimit(t *testing.T) {
+	cfg := sleepConfig()
+	cfg.Concurrency, cfg.QueueLimit = 2, 2
+	a, err := New(cfg, nil)
+	require.NoError(t, err)
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	long := func() {
+		defer wg.Done()
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/work?ms=60000", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	}
+	wg.Add(2)
+	go long()
+	go long()
+	eventually(t, "two in flight", func() bool { return a.Stats().InFlight == 2 })
+	short := make(chan int, 2)
+	for range 2 {
+		go func() {
+			resp, err := http.Get(srv.URL + "/work?ms=1")
+			if err != nil {
+				short <- 0
+				return
+			}
+			_ = resp.Body.Close()
+			short <- resp.StatusCode
+		}()
+	}
+	eventually(t, "two waiting", func() bool { return a.Stats().Waiting == 2 })
+	s := a.Stats()
+	assert.EqualValues(t, 2, s.InFlight, "never more than Concurrency at once")
+	assert.EqualValues(t, 2, s.MaxInFlight)
+
+	resp, err := http.Get(srv.URL + "/work?ms=1")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the waiting room is full")
+
+	cancel()
+	wg.Wait()
+	assert.Equal(t, 200, <-short)
+	assert.Equal(t, 200, <-short)
+	s = a.Stats()
+	assert.Zero(t, s.Waiting)
+	assert.EqualValues(t, 2, s.MaxInFlight)
+	assert.EqualValues(t, 2, s.Served)
+	assert.EqualValues(t, 2, s.Cancelled)
+}
+
+// With one worker, waiting requests are served in the order they arrived.
+func TestConcurrencyFIFO(t *testing.T) {
+	cfg := sleepConfig()
+	cfg.Concurrency = 1
+	a, err := New(cfg, nil)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	blocked := make(chan struct{})
+	go func() {
+		defer close(blocked)
+		rec := httptest.NewRecorder()
+		a.ServeHTTP(rec, httptest.NewRequest("GET", "/work?ms=60000", nil).WithContext(ctx))
+	}()
+	eventually(t, "the worker busy", func() bool { return a.Stats().InFlight == 1 })
+
+	// The answer is written while the request holds the worker, so the
+	// order of first writes is the order of service.
+	const n = 5
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &orderWriter{ResponseRecorder: httptest.NewRecorder(), onWrite: func() {
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+			}}
+			a.ServeHTTP(w, httptest.NewRequest("GET", "/work?ms=0", nil))
+		}()
+		eventually(t, "request "+strconv.Itoa(i)+" waiting", func() bool { return a.Stats().Waiting == int64(i+1) })
+	}
+	cancel()
+	<-blocked
+	wg.Wait()
+	assert.Equal(t, []int{0, 1, 2, 3, 4}, order)
+}
+
+// orderWriter calls onWrite once, when the handler first writes its
+// status or body.
+type orderWriter struct {
+	*httptest.ResponseRecorder
+	onWrite func()
+	once    sync.Once
+}
+
+func (w *orderWriter) WriteHeader(code int) {
+	w.once.Do(w.onWrite)
+	w.ResponseRecorder.WriteHeader(code)
+}
+
+func (w *orderWriter) Write(b []byte) (int, error) {
+	w.once.Do(w.onWrite)
+	return w.ResponseRecorder.Write(b)
 }

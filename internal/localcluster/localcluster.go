@@ -47,6 +47,11 @@ type Config struct {
 	Policy string
 	// Concurrency is every node's m.
 	Concurrency int
+	// AppConcurrency is every dummyapp's --concurrency: the most requests
+	// it serves at once, the others waiting in arrival order (0: no
+	// limit). Set it to Concurrency to give balancers other than swd (which
+	// never sends more than m) apps of the same capacity.
+	AppConcurrency int
 	// BinDir holds the swd and dummyapp binaries (default: the directory
 	// of the running executable).
 	BinDir string
@@ -78,6 +83,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("app mode must be sleep or busy, got %q", c.AppMode)
 	case c.Concurrency < 1:
 		return fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
+	case c.AppConcurrency < 0:
+		return fmt.Errorf("app concurrency must be 0 (no limit) or more, got %d", c.AppConcurrency)
 	case c.ReadyTimeout <= 0:
 		return fmt.Errorf("ready timeout must be positive, got %s", c.ReadyTimeout)
 	case c.Policy == "":
@@ -215,7 +222,11 @@ func (c *Cluster) launch() error {
 	for i := 0; i < n; i++ {
 		ni := infos[i]
 		name := ni.Name
-		if err := c.start("app-"+strconv.Itoa(i), "dummyapp", "--listen", ni.App, "--mode", c.cfg.AppMode, "--name", name); err != nil {
+		appArgs := []string{"--listen", ni.App, "--mode", c.cfg.AppMode, "--name", name}
+		if c.cfg.AppConcurrency > 0 {
+			appArgs = append(appArgs, "--concurrency", strconv.Itoa(c.cfg.AppConcurrency))
+		}
+		if err := c.start("app-"+strconv.Itoa(i), "dummyapp", appArgs...); err != nil {
 			return err
 		}
 		args := []string{

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
+	"github.com/swd-project/swd/internal/peers"
 	"github.com/swd-project/swd/internal/stats"
 	"github.com/swd-project/swd/loadgen"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
@@ -113,6 +115,18 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown policy", []string{"compare", "--targets", "a:1", "--control", "a:2", "--policies", "best"}, "best"},
 		// A limit source the sweep does not measure.
 		{"limit source", []string{"compare", "--targets", "a:1", "--control", "a:2", "--policies", "nu", "--rates", "40", "--limit-from", "nu@320"}, "does not measure"},
+		// Peers front the local cluster's apps: no --local, no peers.
+		{"peers without local", []string{"compare", "--targets", "a:1", "--control", "a:2", "--policies", "nu", "--peers", "haproxy-cq"}, "--peers needs --local"},
+		// Unknown peer, with the known ones.
+		{"unknown peer", []string{"compare", "--local", "2", "--policies", "nu", "--peers", "f5"}, "haproxy-cq"},
+		// A peer may not share a policy's label.
+		{"peer named like a policy", []string{"compare", "--local", "2", "--policies", "nu", "--peers", "nu"}, "listed twice"},
+		// The reference must be measured.
+		{"reference not measured", []string{"compare", "--local", "2", "--policies", "nu", "--reference", "ct"}, "--reference ct"},
+		// m = 0 is no app at all.
+		{"zero concurrency", []string{"compare", "--local", "2", "--concurrency", "0"}, "--concurrency"},
+		// The limit may come from a peer, but only a measured one.
+		{"limit from unmeasured peer", []string{"compare", "--local", "2", "--policies", "nu", "--rates", "40", "--limit-from", "haproxy-cq@40"}, "does not measure"},
 		// Both limits.
 		{"both limits", []string{"capacity", "--limit", "1s", "--limit-from", "nu@1", "x.csv"}, "not both"},
 		// capacity without its file.
@@ -301,4 +315,77 @@ func TestCompareLocalIntegration(t *testing.T) {
 	assert.FileExists(t, filepath.Join(out, "results.csv"))
 	assert.FileExists(t, filepath.Join(out, "rr_20", "results.bin"))
 	assert.Contains(t, stderr, "stopping the local cluster")
+}
+
+// TestComparePeersLocalIntegration runs `loadgen compare --local 2` with
+// one SWD policy and every installed peer on real binaries: each peer is
+// started in front of the cluster's apps, gets the same requests, has its
+// rows, capacities and a ratio to haproxy-cq. Skipped without bin/ (make
+// build), without any peer installed (scripts/ensure-haproxy.sh), and in
+// -short mode.
+func TestComparePeersLocalIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short mode: starts a real local cluster and peers")
+	}
+	root := repoRoot(t)
+	for _, b := range []string{"swd", "swdctl", "dummyapp"} {
+		if _, err := os.Stat(filepath.Join(root, "bin", b)); err != nil {
+			t.Skipf("bin/%s is missing: run `make build` to enable this test", b)
+		}
+	}
+	installed, skipped, err := loadgen.CheckPeers(loadgen.PeerNames())
+	require.NoError(t, err)
+	if !slices.Contains(installed, "haproxy-cq") {
+		t.Skipf("haproxy is not installed (run scripts/ensure-haproxy.sh as root): %v", skipped)
+	}
+	out := t.TempDir()
+	args := []string{"compare", "--local", "2", "--swdctl", filepath.Join(root, "bin", "swdctl"),
+		"--policies", "nu", "--peers", strings.Join(installed, ","), "--rates", "20", "--scale", "0.25",
+		"--warmup", "300ms", "--duration", "1s", "--settle", "200ms", "--cooldown", "200ms",
+		"--limit", "1s", "--percentiles", "99", "--out", out, "-o", "json", "--progress", "lines"}
+	code, stdout, stderr := run(t, nil, args...)
+	require.Equal(t, 0, code, stderr)
+	var rep loadgen.Report
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
+	want := append([]string{"nu"}, installed...)
+	assert.Equal(t, want, loadgen.Policies(rep.Rows), "one row per system, policies first")
+	for _, r := range rep.Rows {
+		assert.Positive(t, r.Requests, r.Policy)
+		assert.Zero(t, r.Errors, "%s: every request answered by an app through it", r.Policy)
+	}
+	assert.Equal(t, "haproxy-cq", rep.Reference, "haproxy-cq is the default reference")
+	require.Len(t, rep.Ratios, len(want))
+	for _, x := range rep.Ratios {
+		if x.Policy == "haproxy-cq" {
+			assert.Equal(t, "1.00", x.String())
+		}
+	}
+	rows, err := loadgen.ReadCSVFile(filepath.Join(out, "results.csv"))
+	require.NoError(t, err)
+	assert.Equal(t, want, loadgen.Policies(rows), "every system in the CSV")
+	assert.FileExists(t, filepath.Join(out, "haproxy-cq_20", "results.bin"))
+	assert.FileExists(t, filepath.Join(out, "capacity.png"))
+	for _, p := range installed {
+		assert.Contains(t, stderr, "starting "+p+" in front of the apps")
+	}
+}
+
+// missingPeer is registered for the tests: its program is not installed.
+func init() {
+	peers.Register(peers.Peer{Name: "test-missing", Description: "a balancer this machine lacks",
+		Product:  &peers.Product{Name: "nosuch", Binary: "swd-test-no-such-balancer", Package: "nosuch", Ensure: "scripts/ensure-nosuch.sh"},
+		Settings: peers.Settings{Balance: "leastconn"}})
+}
+
+// A peer whose program is missing is skipped with one line saying how to
+// install it, before anything starts; as the reference it gives no ratios,
+// as the limit source no capacities (the rest is still measured).
+func TestComparePeerSkipped(t *testing.T) {
+	code, _, stderr := run(t, nil, "compare", "--local", "2", "--swdctl", "/nonexistent/swdctl", "--policies", "nu",
+		"--peers", "test-missing", "--reference", "test-missing", "--limit-from", "test-missing@40", "--rates", "40", "--progress", "none", "--out", "")
+	assert.Equal(t, 1, code, "then the cluster fails to start: no swdctl")
+	assert.Contains(t, stderr, "loadgen: skipping test-missing: nosuch not installed: no swd-test-no-such-balancer on PATH (install it with `sudo bash scripts/ensure-nosuch.sh`")
+	assert.Contains(t, stderr, "no ratios: the reference test-missing is skipped")
+	assert.Contains(t, stderr, "no capacities: the limit source test-missing is skipped")
+	assert.Contains(t, stderr, "swdctl not found", "the skip came first")
 }

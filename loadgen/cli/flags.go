@@ -37,7 +37,7 @@ func (w *workloadFlags) spec(fs *pflag.FlagSet) (workload.Spec, error) {
 		s = workload.Spec{Name: "custom", MeanMs: w.meanMs, CV: w.cv, Burst: w.burst, Scale: w.scale}
 	} else {
 		var err error
-		if s, err = workload.Lookup(w.name); err != nil {
+		if s, err = loadgen.LookupWorkload(w.name); err != nil {
 			return s, usagef("%v, or custom", err)
 		}
 		for _, n := range []string{"mean-ms", "cv", "burst"} {
@@ -98,6 +98,7 @@ type clusterFlags struct {
 	local             int
 	swdctl            string
 	appMode           string
+	concurrency       int
 	localTimeout      time.Duration
 	noSwitch          bool
 	settle            time.Duration
@@ -114,6 +115,7 @@ func (c *clusterFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&c.local, "local", 0, "start a loopback cluster of N nodes and a dispatcher with swdctl, and stop it afterwards")
 	fs.StringVar(&c.swdctl, "swdctl", "bin/swdctl", "swdctl binary for --local")
 	fs.StringVar(&c.appMode, "app-mode", "sleep", "dummyapp mode for --local: sleep or busy")
+	fs.IntVar(&c.concurrency, "concurrency", 1, "m for --local: every swd's --concurrency and every dummyapp's worker count (and what a peer with a central queue sends each app at once)")
 	fs.DurationVar(&c.localTimeout, "local-timeout", 60*time.Second, "longest wait for the --local cluster to be ready")
 	fs.BoolVar(&c.noSwitch, "no-switch", false, "do not switch policies: the cluster already runs the one named")
 	fs.DurationVar(&c.settle, "settle", d.Settle, "pause after switching the policy")
@@ -137,6 +139,9 @@ func (c *clusterFlags) check() error {
 		if _, err := loadgen.NormalizeBase(t); err != nil {
 			return usageError{err}
 		}
+	}
+	if c.concurrency < 1 {
+		return usagef("--concurrency must be at least 1, got %d", c.concurrency)
 	}
 	if c.settle < 0 || c.cooldown < 0 {
 		return usagef("--settle and --cooldown must not be negative")
@@ -251,21 +256,34 @@ func parseRate(v float64) ([]float64, error) {
 }
 
 func parsePolicies(list []string) ([]string, error) {
+	out, err := uniqueNames(list, nil, "--policies")
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, usagef("no policies given (use e.g. --policies rr,ct,ll,nu)")
+	}
+	return out, nil
+}
+
+// uniqueNames trims the names in list, drops empty ones, and refuses one
+// given twice or already among taken (named by flags in the message).
+func uniqueNames(list, taken []string, flags string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
+	for _, p := range taken {
+		seen[p] = true
+	}
 	for _, p := range list {
 		p = strings.TrimSpace(p)
 		if p == "" {
 			continue
 		}
 		if seen[p] {
-			return nil, usagef("policy %s is listed twice in --policies", p)
+			return nil, usagef("%s is listed twice in %s", p, flags)
 		}
 		seen[p] = true
 		out = append(out, p)
-	}
-	if len(out) == 0 {
-		return nil, usagef("no policies given (use e.g. --policies rr,ct,ll,nu)")
 	}
 	return out, nil
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/loadgen"
@@ -49,7 +51,7 @@ func newRunCommand(e *env) *cobra.Command {
 			if pol != "" {
 				pols = []string{pol}
 			}
-			return m.measure(cmd.Context(), e, cmd, "run", pols, rates)
+			return m.measure(cmd.Context(), e, cmd, "run", pols, peerFlags{}, rates)
 		},
 	}
 	m.add(cmd)
@@ -75,7 +77,7 @@ func newSweepCommand(e *env) *cobra.Command {
 			if pol != "" {
 				pols = []string{pol}
 			}
-			return m.measure(cmd.Context(), e, cmd, "sweep", pols, rs)
+			return m.measure(cmd.Context(), e, cmd, "sweep", pols, peerFlags{}, rs)
 		},
 	}
 	m.add(cmd)
@@ -88,15 +90,24 @@ func newCompareCommand(e *env) *cobra.Command {
 	var m measureFlags
 	var rates string
 	var pols []string
+	var pf peerFlags
 	cmd := &cobra.Command{
 		Use:   "compare",
-		Short: "for each policy, switch the cluster live and sweep the rates",
+		Short: "for each policy, switch the cluster live and sweep the rates; then the same for other balancers",
 		Long: `compare switches the whole cluster to each policy in turn (Control.SetPolicy with
 cluster=true on the --control node) and sweeps the rates. Transfer policies (ll, nu,
 nu-exact) get requests spread over --targets round robin, as the paper's clients did;
-dispatch policies (rr, ct) get every request sent to --dispatcher.`,
+dispatch policies (rr, ct) get every request sent to --dispatcher.
+
+With --local, --peers adds the balancers users deploy instead (` + strings.Join(loadgen.PeerNames(), ", ") + `):
+each is started as a child process in front of the same apps, gets the same
+requests, and is stopped after its runs. A peer whose program is not installed is
+skipped with a message (scripts/ensure-<program>.sh installs it). Capacities are
+also shown as ratios to --reference (haproxy-cq when it is measured).`,
 		Example: `  loadgen compare --local 16 --policies rr,ct,ll,nu --rates 40,120,200,240,280,320,360 --limit-from nu@320
-  loadgen compare --targets a:8080,b:8080 --dispatcher d:8080 --control a:7070 --workload burst`,
+  loadgen compare --targets a:8080,b:8080 --dispatcher d:8080 --control a:7070 --workload burst
+  loadgen compare --local 8 --workload burst --scale 0.5 --policies rr,ct,nu,nu-exact \
+      --peers haproxy-cq,haproxy-leastconn,nginx-leastconn,caddy-leastconn --rates 200,240,280,320,360`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rs, err := loadgen.ParseRates(rates)
@@ -107,19 +118,64 @@ dispatch policies (rr, ct) get every request sent to --dispatcher.`,
 			if err != nil {
 				return err
 			}
-			return m.measure(cmd.Context(), e, cmd, "compare", ps, rs)
+			return m.measure(cmd.Context(), e, cmd, "compare", ps, pf, rs)
 		},
 	}
 	m.add(cmd)
+	pf.add(cmd.Flags())
 	cmd.Flags().StringVar(&rates, "rates", "40,120,200,240,280,320,360", "offered loads in requests per second, comma-separated")
 	cmd.Flags().StringSliceVar(&pols, "policies", []string{"rr", "ct", "ll", "nu"}, "policies to compare, in order")
 	return cmd
 }
 
+// peerFlags choose the other balancers compare measures.
+type peerFlags struct {
+	peers     []string
+	reference string
+}
+
+func (p *peerFlags) add(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&p.peers, "peers", nil, "other balancers to measure after the policies, in order, each in front of the --local cluster's apps: "+strings.Join(loadgen.PeerNames(), ", "))
+	fs.StringVar(&p.reference, "reference", "", "show every capacity as a ratio to this system's (default: haproxy-cq when it is measured)")
+}
+
+// resolve checks the peer names, drops (with a message each) those whose
+// program is missing, and settles the reference.
+func (p peerFlags) resolve(e *env, pols []string, local bool) (peers []string, skipped []string, reference string, err error) {
+	names, err := uniqueNames(p.peers, pols, "--policies and --peers")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if len(names) > 0 && !local {
+		return nil, nil, "", usagef("--peers needs --local N: each peer is started in front of the local cluster's apps")
+	}
+	peers, skipped, err = loadgen.CheckPeers(names)
+	if err != nil {
+		return nil, nil, "", usageError{err}
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(e.stderr, "loadgen: %s\n", s)
+	}
+	all := append(append([]string(nil), pols...), peers...)
+	reference = p.reference
+	switch {
+	case reference == "":
+		if slices.Contains(peers, "haproxy-cq") {
+			reference = "haproxy-cq"
+		}
+	case !slices.Contains(all, reference) && slices.Contains(names, reference):
+		fmt.Fprintf(e.stderr, "loadgen: no ratios: the reference %s is skipped\n", reference)
+		reference = ""
+	case !slices.Contains(all, reference):
+		return nil, nil, "", usagef("--reference %s is not among the measured policies and peers (%s)", reference, strings.Join(all, ","))
+	}
+	return peers, skipped, reference, nil
+}
+
 // measure is run, sweep and compare: check everything, start a local
 // cluster if asked, sweep, then report (also after a failure, with what was
 // measured).
-func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, name string, pols []string, rates []float64) error {
+func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, name string, pols []string, pf peerFlags, rates []float64) error {
 	fs := cmd.Flags()
 	spec, err := m.wl.spec(fs)
 	if err != nil {
@@ -141,7 +197,20 @@ func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, 
 			return usageError{err}
 		}
 	}
-	if err := checkLimitSource(rep.limits.From, pols, rates); err != nil {
+	peers, skipped, reference, err := pf.resolve(e, pols, m.cluster.local > 0)
+	if err != nil {
+		return err
+	}
+	systems := append(append([]string(nil), pols...), peers...)
+	if from := rep.limits.From; from != "" {
+		if src, _, _ := loadgen.ParseLimitFrom(from); slices.Contains(pf.peers, src) && !slices.Contains(peers, src) {
+			msg := "no capacities: the limit source " + src + " is skipped"
+			fmt.Fprintf(e.stderr, "loadgen: %s\n", msg)
+			skipped = append(skipped, msg)
+			rep.limits.From = ""
+		}
+	}
+	if err := checkLimitSource(rep.limits.From, systems, rates); err != nil {
 		return err
 	}
 	progress, err := loadgen.NewProgress(e.stderr, m.report.progress)
@@ -157,6 +226,7 @@ func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, 
 	if m.cluster.local > 0 {
 		lc := loadgen.DefaultLocalConfig()
 		lc.Swdctl, lc.Nodes, lc.AppMode, lc.ReadyTimeout, lc.Stderr = m.cluster.swdctl, m.cluster.local, m.cluster.appMode, m.cluster.localTimeout, e.stderr
+		lc.Concurrency, lc.AppConcurrency = m.cluster.concurrency, m.cluster.concurrency
 		if err := lc.Validate(); err != nil {
 			return usageError{err}
 		}
@@ -174,6 +244,13 @@ func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, 
 		sc.Endpoints = loadgen.Endpoints{Targets: cluster.Targets(), Dispatcher: cluster.DispatcherHTTP()}
 		sc.Switcher = &loadgen.GRPCSwitcher{Control: cluster.Control(), DispatcherControl: cluster.DispatcherGRPC(), Token: m.cluster.token}
 		where = "on a local cluster of " + nodes(lc.Nodes)
+		if len(peers) > 0 {
+			apps, err := cluster.Apps()
+			if err != nil {
+				return err
+			}
+			sc.Peers, sc.PeerStarter = peers, loadgen.PeerLauncher{Apps: apps, Concurrency: lc.Concurrency, ReadyPath: "/healthz"}
+		}
 	} else {
 		sc.Endpoints = loadgen.Endpoints{Targets: m.cluster.targets, Dispatcher: m.cluster.dispatcher}
 		if m.cluster.control != "" {
@@ -190,11 +267,13 @@ func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, 
 
 	res, sweepErr := loadgen.Sweep(ctx, sc)
 	report := loadgen.Report{
-		Title:        title(name, pols, rates, where),
+		Title:        title(name, systems, rates, where),
 		Workload:     &spec,
 		Rows:         res.Rows,
 		Percentiles:  rep.percentiles,
 		MaxErrorRate: m.report.maxErrorRate,
+		Reference:    reference,
+		Notes:        skipped,
 	}
 	if lag := lagBlock(res.Runs); lag != nil {
 		report.Blocks = append(report.Blocks, *lag)
@@ -225,6 +304,10 @@ func finish(e *env, report loadgen.Report, limits loadgen.LimitSpec, rf reportFl
 	var errs []error
 	if prior != nil {
 		errs = append(errs, prior)
+	}
+	if report.Reference != "" && !slices.Contains(loadgen.Policies(report.Rows), report.Reference) {
+		report.Notes = append(report.Notes, "no ratios: the reference "+report.Reference+" was not measured")
+		report.Reference = ""
 	}
 	if len(report.Rows) > 0 {
 		if limits.Empty() {
