@@ -12,7 +12,11 @@
 //
 // Order: waiting tickets are ordered by (Key, sequence). Key defaults to the
 // push time in nanoseconds, which makes the queue FIFO; a transferred request
-// may be pushed with its original arrival time as key to land by age.
+// may be pushed with its original arrival time as key to land by age. A free
+// slot goes to the first waiting ticket in that order, unless the Config has
+// a Scheduler: then the Scheduler picks which waiting ticket it goes to, or
+// holds the slot idle (per-route limits, cache-aware order). Hand-offs for
+// transfer always take from the tail of the (Key, sequence) order.
 //
 // Concurrency: all methods are safe for concurrent use. Load, Waiting and
 // InFlight read atomics and never take the lock, so the cluster layer can
@@ -49,6 +53,52 @@ type Config struct {
 	// Timeout is the longest a ticket may wait, counted from its first Push
 	// (time spent on a refused transfer counts). Zero means no limit.
 	Timeout time.Duration
+	// Scheduler, if set, decides which waiting ticket a free slot goes to
+	// (see Scheduler). Nil means FIFO by (Key, sequence).
+	Scheduler Scheduler
+}
+
+// Scheduler decides which waiting ticket a free app slot goes to. The queue
+// calls it under its lock, so its methods must be quick and must not call
+// back into the queue; it may keep state, which only these calls change.
+//
+// Pick is called while a slot is free and tickets wait; it returns one of
+// them (from w), or nil to leave the free slots idle until the next Push,
+// PutBack, Done, SetConcurrency or Kick. Every grant goes through Pick, also
+// a Push onto an idle queue. Granted is told each ticket Pick chose once it
+// holds its slot, and Released each granted ticket whose slot Done freed,
+// exactly once each.
+type Scheduler interface {
+	Pick(w *Waiting) *Ticket
+	Granted(t *Ticket)
+	Released(t *Ticket)
+}
+
+// Waiting is the queue's waiting tickets in (Key, sequence) order, as a
+// Scheduler sees them. It is valid only during the Scheduler call it was
+// passed to.
+type Waiting struct{ l *list.List }
+
+// Len is the number of waiting tickets.
+func (w *Waiting) Len() int { return w.l.Len() }
+
+// Front is the first waiting ticket (lowest Key), or nil.
+func (w *Waiting) Front() *Ticket { return ticketOf(w.l.Front()) }
+
+// Back is the last waiting ticket, or nil.
+func (w *Waiting) Back() *Ticket { return ticketOf(w.l.Back()) }
+
+// Next is the ticket after t in the order, or nil at the end.
+func (w *Waiting) Next(t *Ticket) *Ticket { return ticketOf(t.elem.Next()) }
+
+// Prev is the ticket before t in the order, or nil at the start.
+func (w *Waiting) Prev(t *Ticket) *Ticket { return ticketOf(t.elem.Prev()) }
+
+func ticketOf(e *list.Element) *Ticket {
+	if e == nil {
+		return nil
+	}
+	return e.Value.(*Ticket)
 }
 
 // DefaultConfig returns the defaults documented in the interfaces spec.
@@ -111,6 +161,19 @@ type Ticket struct {
 	// queue's Timeout (a transferred request keeps the deadline it had on
 	// the node its client called).
 	Deadline time.Time
+
+	// Attributes for Schedulers and load indices; the queue itself never
+	// reads them. Set by the owner before Push.
+
+	// Route is the request's route (internal/route ID).
+	Route int
+	// Affinity is the request's affinity key ("" for none).
+	Affinity string
+	// Priority is the request's class: higher goes first where a
+	// Scheduler honours it. Zero is the normal class.
+	Priority int
+	// Cost is the request's predicted service time (0: unknown).
+	Cost time.Duration
 
 	seq      uint64
 	pushed   time.Time
@@ -262,18 +325,42 @@ func (q *Queue) remove(t *Ticket) {
 
 func (q *Queue) slotFree() bool { return q.nInFlight.Load() < q.conc.Load() }
 
-// grantLocked hands free slots to the head of the queue.
+// grantLocked hands free slots to the head of the queue, or to the tickets
+// the Scheduler picks.
 func (q *Queue) grantLocked() {
+	sched := q.cfg.Scheduler
 	for q.slotFree() && q.waiting.Len() > 0 {
-		t := q.waiting.Front().Value.(*Ticket)
+		var t *Ticket
+		if sched == nil {
+			t = q.waiting.Front().Value.(*Ticket)
+		} else {
+			if t = sched.Pick(&Waiting{l: &q.waiting}); t == nil {
+				break
+			}
+			if t.st != stWaiting || t.elem == nil {
+				panic("queue: Scheduler picked a ticket that is not waiting")
+			}
+		}
 		// Count it in flight before it leaves the waiting count, so a
 		// lock-free Load never reads low.
 		q.nInFlight.Add(1)
 		q.remove(t)
 		t.st = stGranted
+		if sched != nil {
+			sched.Granted(t)
+		}
 		t.notify <- Outcome{Kind: Granted}
 	}
 	q.checkIdleLocked()
+}
+
+// Kick gives free slots to waiting tickets again: a Scheduler whose state
+// changed outside the queue's calls (a limit raised by a timer) calls it so
+// that slots it held idle are filled.
+func (q *Queue) Kick() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.grantLocked()
 }
 
 // Wait blocks until t is granted a slot or handed off for transfer. If ctx
@@ -345,6 +432,9 @@ func (q *Queue) Done(t *Ticket) {
 	}
 	t.st = stGone
 	q.nInFlight.Add(-1)
+	if q.cfg.Scheduler != nil {
+		q.cfg.Scheduler.Released(t)
+	}
 	q.grantLocked()
 }
 
