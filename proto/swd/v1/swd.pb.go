@@ -79,7 +79,7 @@ func (x GossipKeyRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GossipKeyRequest_Op.Descriptor instead.
 func (GossipKeyRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{18, 0}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{19, 0}
 }
 
 // Header is one HTTP header field with all its values.
@@ -699,19 +699,22 @@ func (x *PeerLoad) GetPolicy() string {
 }
 
 type StatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	RingId        int32                  `protobuf:"varint,2,opt,name=ring_id,json=ringId,proto3" json:"ring_id,omitempty"`
-	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
-	Policy        *PolicyState           `protobuf:"bytes,4,opt,name=policy,proto3" json:"policy,omitempty"`
-	QueueLength   int64                  `protobuf:"varint,5,opt,name=queue_length,json=queueLength,proto3" json:"queue_length,omitempty"`
-	InFlight      int64                  `protobuf:"varint,6,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
-	Concurrency   int32                  `protobuf:"varint,7,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
-	View          []*PeerLoad            `protobuf:"bytes,8,rep,name=view,proto3" json:"view,omitempty"`
-	Counters      map[string]uint64      `protobuf:"bytes,9,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	Members       int32                  `protobuf:"varint,10,opt,name=members,proto3" json:"members,omitempty"`
-	Draining      bool                   `protobuf:"varint,11,opt,name=draining,proto3" json:"draining,omitempty"`
-	Version       string                 `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Node        string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	RingId      int32                  `protobuf:"varint,2,opt,name=ring_id,json=ringId,proto3" json:"ring_id,omitempty"`
+	Role        string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	Policy      *PolicyState           `protobuf:"bytes,4,opt,name=policy,proto3" json:"policy,omitempty"`
+	QueueLength int64                  `protobuf:"varint,5,opt,name=queue_length,json=queueLength,proto3" json:"queue_length,omitempty"`
+	InFlight    int64                  `protobuf:"varint,6,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Concurrency int32                  `protobuf:"varint,7,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	View        []*PeerLoad            `protobuf:"bytes,8,rep,name=view,proto3" json:"view,omitempty"`
+	Counters    map[string]uint64      `protobuf:"bytes,9,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Members     int32                  `protobuf:"varint,10,opt,name=members,proto3" json:"members,omitempty"`
+	Draining    bool                   `protobuf:"varint,11,opt,name=draining,proto3" json:"draining,omitempty"`
+	Version     string                 `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
+	// routes holds what the node has learnt per route (internal/route):
+	// empty when no per-route feature is enabled.
+	Routes        []*RouteStat `protobuf:"bytes,13,rep,name=routes,proto3" json:"routes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -830,6 +833,113 @@ func (x *StatusResponse) GetVersion() string {
 	return ""
 }
 
+func (x *StatusResponse) GetRoutes() []*RouteStat {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+// RouteStat is one route's learnt state on a node. A field a node does not
+// keep is zero.
+type RouteStat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the route: an operator pattern, "other", or "METHOD path".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// limit is the route's learnt most requests at the app at once
+	// (per-route admission); 0 when not limited.
+	Limit    int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	InFlight int32 `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Waiting  int32 `protobuf:"varint,4,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// cost_seconds is the route's learnt service time at the app (predicted
+	// cost); samples how many completions it learnt from.
+	CostSeconds float64 `protobuf:"fixed64,5,opt,name=cost_seconds,json=costSeconds,proto3" json:"cost_seconds,omitempty"`
+	Samples     uint64  `protobuf:"varint,6,opt,name=samples,proto3" json:"samples,omitempty"`
+	// throughput is the route's recent completions per second.
+	Throughput    float64 `protobuf:"fixed64,7,opt,name=throughput,proto3" json:"throughput,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteStat) Reset() {
+	*x = RouteStat{}
+	mi := &file_swd_v1_swd_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteStat) ProtoMessage() {}
+
+func (x *RouteStat) ProtoReflect() protoreflect.Message {
+	mi := &file_swd_v1_swd_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteStat.ProtoReflect.Descriptor instead.
+func (*RouteStat) Descriptor() ([]byte, []int) {
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RouteStat) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RouteStat) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *RouteStat) GetInFlight() int32 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *RouteStat) GetWaiting() int32 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
+func (x *RouteStat) GetCostSeconds() float64 {
+	if x != nil {
+		return x.CostSeconds
+	}
+	return 0
+}
+
+func (x *RouteStat) GetSamples() uint64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+func (x *RouteStat) GetThroughput() float64 {
+	if x != nil {
+		return x.Throughput
+	}
+	return 0
+}
+
 type NodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -838,7 +948,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_swd_v1_swd_proto_msgTypes[9]
+	mi := &file_swd_v1_swd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +960,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[9]
+	mi := &file_swd_v1_swd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +973,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{9}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{10}
 }
 
 type Member struct {
@@ -880,7 +990,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_swd_v1_swd_proto_msgTypes[10]
+	mi := &file_swd_v1_swd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1002,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[10]
+	mi := &file_swd_v1_swd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1015,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{10}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Member) GetName() string {
@@ -959,7 +1069,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_swd_v1_swd_proto_msgTypes[11]
+	mi := &file_swd_v1_swd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1081,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[11]
+	mi := &file_swd_v1_swd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1094,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{11}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodesResponse) GetMembers() []*Member {
@@ -1002,7 +1112,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_swd_v1_swd_proto_msgTypes[12]
+	mi := &file_swd_v1_swd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1124,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[12]
+	mi := &file_swd_v1_swd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1137,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{12}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{13}
 }
 
 type SetPolicyRequest struct {
@@ -1045,7 +1155,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_swd_v1_swd_proto_msgTypes[13]
+	mi := &file_swd_v1_swd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1167,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[13]
+	mi := &file_swd_v1_swd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1180,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{13}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetPolicyRequest) GetName() string {
@@ -1114,7 +1224,7 @@ type NodeResult struct {
 
 func (x *NodeResult) Reset() {
 	*x = NodeResult{}
-	mi := &file_swd_v1_swd_proto_msgTypes[14]
+	mi := &file_swd_v1_swd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1236,7 @@ func (x *NodeResult) String() string {
 func (*NodeResult) ProtoMessage() {}
 
 func (x *NodeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[14]
+	mi := &file_swd_v1_swd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1249,7 @@ func (x *NodeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeResult.ProtoReflect.Descriptor instead.
 func (*NodeResult) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{14}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NodeResult) GetNode() string {
@@ -1186,7 +1296,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_swd_v1_swd_proto_msgTypes[15]
+	mi := &file_swd_v1_swd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1308,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[15]
+	mi := &file_swd_v1_swd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1321,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{15}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetPolicyResponse) GetResults() []*NodeResult {
@@ -1229,7 +1339,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_swd_v1_swd_proto_msgTypes[16]
+	mi := &file_swd_v1_swd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1351,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[16]
+	mi := &file_swd_v1_swd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1364,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{16}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{17}
 }
 
 type DrainResponse struct {
@@ -1267,7 +1377,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_swd_v1_swd_proto_msgTypes[17]
+	mi := &file_swd_v1_swd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1389,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[17]
+	mi := &file_swd_v1_swd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1402,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{17}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DrainResponse) GetWaiting() int64 {
@@ -1325,7 +1435,7 @@ type GossipKeyRequest struct {
 
 func (x *GossipKeyRequest) Reset() {
 	*x = GossipKeyRequest{}
-	mi := &file_swd_v1_swd_proto_msgTypes[18]
+	mi := &file_swd_v1_swd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1447,7 @@ func (x *GossipKeyRequest) String() string {
 func (*GossipKeyRequest) ProtoMessage() {}
 
 func (x *GossipKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[18]
+	mi := &file_swd_v1_swd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1460,7 @@ func (x *GossipKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GossipKeyRequest.ProtoReflect.Descriptor instead.
 func (*GossipKeyRequest) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{18}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GossipKeyRequest) GetOp() GossipKeyRequest_Op {
@@ -1387,7 +1497,7 @@ type NodeKeys struct {
 
 func (x *NodeKeys) Reset() {
 	*x = NodeKeys{}
-	mi := &file_swd_v1_swd_proto_msgTypes[19]
+	mi := &file_swd_v1_swd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1509,7 @@ func (x *NodeKeys) String() string {
 func (*NodeKeys) ProtoMessage() {}
 
 func (x *NodeKeys) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[19]
+	mi := &file_swd_v1_swd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1522,7 @@ func (x *NodeKeys) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeKeys.ProtoReflect.Descriptor instead.
 func (*NodeKeys) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{19}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NodeKeys) GetNode() string {
@@ -1452,7 +1562,7 @@ type GossipKeyResponse struct {
 
 func (x *GossipKeyResponse) Reset() {
 	*x = GossipKeyResponse{}
-	mi := &file_swd_v1_swd_proto_msgTypes[20]
+	mi := &file_swd_v1_swd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1574,7 @@ func (x *GossipKeyResponse) String() string {
 func (*GossipKeyResponse) ProtoMessage() {}
 
 func (x *GossipKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[20]
+	mi := &file_swd_v1_swd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1587,7 @@ func (x *GossipKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GossipKeyResponse.ProtoReflect.Descriptor instead.
 func (*GossipKeyResponse) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{20}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GossipKeyResponse) GetResults() []*NodeKeys {
@@ -1540,7 +1650,7 @@ const file_swd_v1_swd_proto_rawDesc = "" +
 	"\x05known\x18\x05 \x01(\bR\x05known\x12\x1b\n" +
 	"\tage_nanos\x18\x06 \x01(\x03R\bageNanos\x12\x14\n" +
 	"\x05epoch\x18\a \x01(\x03R\x05epoch\x12\x16\n" +
-	"\x06policy\x18\b \x01(\tR\x06policy\"\xd5\x03\n" +
+	"\x06policy\x18\b \x01(\tR\x06policy\"\x80\x04\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x17\n" +
 	"\aring_id\x18\x02 \x01(\x05R\x06ringId\x12\x12\n" +
@@ -1554,10 +1664,21 @@ const file_swd_v1_swd_proto_rawDesc = "" +
 	"\amembers\x18\n" +
 	" \x01(\x05R\amembers\x12\x1a\n" +
 	"\bdraining\x18\v \x01(\bR\bdraining\x12\x18\n" +
-	"\aversion\x18\f \x01(\tR\aversion\x1a;\n" +
+	"\aversion\x18\f \x01(\tR\aversion\x12)\n" +
+	"\x06routes\x18\r \x03(\v2\x11.swd.v1.RouteStatR\x06routes\x1a;\n" +
 	"\rCountersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x0e\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xc9\x01\n" +
+	"\tRouteStat\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1b\n" +
+	"\tin_flight\x18\x03 \x01(\x05R\binFlight\x12\x18\n" +
+	"\awaiting\x18\x04 \x01(\x05R\awaiting\x12!\n" +
+	"\fcost_seconds\x18\x05 \x01(\x01R\vcostSeconds\x12\x18\n" +
+	"\asamples\x18\x06 \x01(\x04R\asamples\x12\x1e\n" +
+	"\n" +
+	"throughput\x18\a \x01(\x01R\n" +
+	"throughput\"\x0e\n" +
 	"\fNodesRequest\"\x9d\x01\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
@@ -1631,7 +1752,7 @@ func file_swd_v1_swd_proto_rawDescGZIP() []byte {
 }
 
 var file_swd_v1_swd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_swd_v1_swd_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_swd_v1_swd_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_swd_v1_swd_proto_goTypes = []any{
 	(GossipKeyRequest_Op)(0),  // 0: swd.v1.GossipKeyRequest.Op
 	(*Header)(nil),            // 1: swd.v1.Header
@@ -1643,19 +1764,20 @@ var file_swd_v1_swd_proto_goTypes = []any{
 	(*StatusRequest)(nil),     // 7: swd.v1.StatusRequest
 	(*PeerLoad)(nil),          // 8: swd.v1.PeerLoad
 	(*StatusResponse)(nil),    // 9: swd.v1.StatusResponse
-	(*NodesRequest)(nil),      // 10: swd.v1.NodesRequest
-	(*Member)(nil),            // 11: swd.v1.Member
-	(*NodesResponse)(nil),     // 12: swd.v1.NodesResponse
-	(*GetPolicyRequest)(nil),  // 13: swd.v1.GetPolicyRequest
-	(*SetPolicyRequest)(nil),  // 14: swd.v1.SetPolicyRequest
-	(*NodeResult)(nil),        // 15: swd.v1.NodeResult
-	(*SetPolicyResponse)(nil), // 16: swd.v1.SetPolicyResponse
-	(*DrainRequest)(nil),      // 17: swd.v1.DrainRequest
-	(*DrainResponse)(nil),     // 18: swd.v1.DrainResponse
-	(*GossipKeyRequest)(nil),  // 19: swd.v1.GossipKeyRequest
-	(*NodeKeys)(nil),          // 20: swd.v1.NodeKeys
-	(*GossipKeyResponse)(nil), // 21: swd.v1.GossipKeyResponse
-	nil,                       // 22: swd.v1.StatusResponse.CountersEntry
+	(*RouteStat)(nil),         // 10: swd.v1.RouteStat
+	(*NodesRequest)(nil),      // 11: swd.v1.NodesRequest
+	(*Member)(nil),            // 12: swd.v1.Member
+	(*NodesResponse)(nil),     // 13: swd.v1.NodesResponse
+	(*GetPolicyRequest)(nil),  // 14: swd.v1.GetPolicyRequest
+	(*SetPolicyRequest)(nil),  // 15: swd.v1.SetPolicyRequest
+	(*NodeResult)(nil),        // 16: swd.v1.NodeResult
+	(*SetPolicyResponse)(nil), // 17: swd.v1.SetPolicyResponse
+	(*DrainRequest)(nil),      // 18: swd.v1.DrainRequest
+	(*DrainResponse)(nil),     // 19: swd.v1.DrainResponse
+	(*GossipKeyRequest)(nil),  // 20: swd.v1.GossipKeyRequest
+	(*NodeKeys)(nil),          // 21: swd.v1.NodeKeys
+	(*GossipKeyResponse)(nil), // 22: swd.v1.GossipKeyResponse
+	nil,                       // 23: swd.v1.StatusResponse.CountersEntry
 }
 var file_swd_v1_swd_proto_depIdxs = []int32{
 	1,  // 0: swd.v1.ForwardRequest.headers:type_name -> swd.v1.Header
@@ -1665,31 +1787,32 @@ var file_swd_v1_swd_proto_depIdxs = []int32{
 	1,  // 4: swd.v1.ResponseTrailer.trailers:type_name -> swd.v1.Header
 	6,  // 5: swd.v1.StatusResponse.policy:type_name -> swd.v1.PolicyState
 	8,  // 6: swd.v1.StatusResponse.view:type_name -> swd.v1.PeerLoad
-	22, // 7: swd.v1.StatusResponse.counters:type_name -> swd.v1.StatusResponse.CountersEntry
-	11, // 8: swd.v1.NodesResponse.members:type_name -> swd.v1.Member
-	6,  // 9: swd.v1.NodeResult.state:type_name -> swd.v1.PolicyState
-	15, // 10: swd.v1.SetPolicyResponse.results:type_name -> swd.v1.NodeResult
-	0,  // 11: swd.v1.GossipKeyRequest.op:type_name -> swd.v1.GossipKeyRequest.Op
-	20, // 12: swd.v1.GossipKeyResponse.results:type_name -> swd.v1.NodeKeys
-	2,  // 13: swd.v1.Transfer.Forward:input_type -> swd.v1.ForwardRequest
-	7,  // 14: swd.v1.Control.Status:input_type -> swd.v1.StatusRequest
-	10, // 15: swd.v1.Control.Nodes:input_type -> swd.v1.NodesRequest
-	13, // 16: swd.v1.Control.GetPolicy:input_type -> swd.v1.GetPolicyRequest
-	14, // 17: swd.v1.Control.SetPolicy:input_type -> swd.v1.SetPolicyRequest
-	17, // 18: swd.v1.Control.Drain:input_type -> swd.v1.DrainRequest
-	19, // 19: swd.v1.Control.GossipKeys:input_type -> swd.v1.GossipKeyRequest
-	3,  // 20: swd.v1.Transfer.Forward:output_type -> swd.v1.ForwardResponse
-	9,  // 21: swd.v1.Control.Status:output_type -> swd.v1.StatusResponse
-	12, // 22: swd.v1.Control.Nodes:output_type -> swd.v1.NodesResponse
-	6,  // 23: swd.v1.Control.GetPolicy:output_type -> swd.v1.PolicyState
-	16, // 24: swd.v1.Control.SetPolicy:output_type -> swd.v1.SetPolicyResponse
-	18, // 25: swd.v1.Control.Drain:output_type -> swd.v1.DrainResponse
-	21, // 26: swd.v1.Control.GossipKeys:output_type -> swd.v1.GossipKeyResponse
-	20, // [20:27] is the sub-list for method output_type
-	13, // [13:20] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	23, // 7: swd.v1.StatusResponse.counters:type_name -> swd.v1.StatusResponse.CountersEntry
+	10, // 8: swd.v1.StatusResponse.routes:type_name -> swd.v1.RouteStat
+	12, // 9: swd.v1.NodesResponse.members:type_name -> swd.v1.Member
+	6,  // 10: swd.v1.NodeResult.state:type_name -> swd.v1.PolicyState
+	16, // 11: swd.v1.SetPolicyResponse.results:type_name -> swd.v1.NodeResult
+	0,  // 12: swd.v1.GossipKeyRequest.op:type_name -> swd.v1.GossipKeyRequest.Op
+	21, // 13: swd.v1.GossipKeyResponse.results:type_name -> swd.v1.NodeKeys
+	2,  // 14: swd.v1.Transfer.Forward:input_type -> swd.v1.ForwardRequest
+	7,  // 15: swd.v1.Control.Status:input_type -> swd.v1.StatusRequest
+	11, // 16: swd.v1.Control.Nodes:input_type -> swd.v1.NodesRequest
+	14, // 17: swd.v1.Control.GetPolicy:input_type -> swd.v1.GetPolicyRequest
+	15, // 18: swd.v1.Control.SetPolicy:input_type -> swd.v1.SetPolicyRequest
+	18, // 19: swd.v1.Control.Drain:input_type -> swd.v1.DrainRequest
+	20, // 20: swd.v1.Control.GossipKeys:input_type -> swd.v1.GossipKeyRequest
+	3,  // 21: swd.v1.Transfer.Forward:output_type -> swd.v1.ForwardResponse
+	9,  // 22: swd.v1.Control.Status:output_type -> swd.v1.StatusResponse
+	13, // 23: swd.v1.Control.Nodes:output_type -> swd.v1.NodesResponse
+	6,  // 24: swd.v1.Control.GetPolicy:output_type -> swd.v1.PolicyState
+	17, // 25: swd.v1.Control.SetPolicy:output_type -> swd.v1.SetPolicyResponse
+	19, // 26: swd.v1.Control.Drain:output_type -> swd.v1.DrainResponse
+	22, // 27: swd.v1.Control.GossipKeys:output_type -> swd.v1.GossipKeyResponse
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_swd_v1_swd_proto_init() }
@@ -1708,7 +1831,7 @@ func file_swd_v1_swd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_swd_v1_swd_proto_rawDesc), len(file_swd_v1_swd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
