@@ -223,6 +223,15 @@ type PullRules struct {
 	// in flight also pull when it installs a gossip entry whose head is
 	// positive, instead of only when a slot frees.
 	OnGossip bool
+	// GossipOnChange makes a node send its own entry at once, besides its
+	// gossip ticks, whenever whether it shows a head changes: a movable
+	// request starts waiting where none did, or its last one left (served,
+	// pulled or moved). Direct gossip sends that entry to every member as
+	// a tick does; piggyback gossip sends a datagram holding the own entry
+	// alone to Fanout random members. Peers then learn of new waiting work
+	// within one network delay instead of up to one gossip interval later,
+	// and stop asking for a head that is gone.
+	GossipOnChange bool
 }
 
 // ArrivalPusher decides, for a request arriving at node v.Self from a

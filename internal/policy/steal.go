@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 )
 
 // PullOrder is how a steal Puller orders the peers it asks.
@@ -96,6 +97,12 @@ type StealConfig struct {
 	// interval ("ll", "nu" or "nu-exact"); "" runs none (the Planner
 	// moves nothing).
 	Periodic string
+	// Overtake, when positive, makes a slot that frees while requests wait
+	// locally pull anyway from a peer whose head is older than the local
+	// head by more than Overtake (the slot waits for it; the local request
+	// stays movable). Zero pulls only when nothing waits locally. It needs
+	// Rules.Reserve.
+	Overtake time.Duration
 	// Rules is what the daemon does around the Puller (Policy.Pull).
 	Rules PullRules
 }
@@ -122,6 +129,10 @@ func (c StealConfig) Validate() error {
 		return fmt.Errorf("steal: attempts must be in [1, %d], got %d", MaxPullAttempts, c.Attempts)
 	case c.PushTarget < RandomIdle || c.PushTarget > FreshestIdle:
 		return fmt.Errorf("steal: unknown push target %d", int(c.PushTarget))
+	case c.Overtake < 0:
+		return fmt.Errorf("steal: overtake must not be negative, got %s", c.Overtake)
+	case c.Overtake > 0 && !c.Rules.Reserve:
+		return fmt.Errorf("steal: overtake needs the reserve rule (the slot waits for the pulled request)")
 	}
 	if _, ok := periodicPlanners[c.Periodic]; c.Periodic != "" && !ok {
 		return fmt.Errorf("steal: periodic planner %q is none of \"\", ll, nu, nu-exact", c.Periodic)
@@ -143,11 +154,17 @@ func (c StealConfig) String() string {
 	if c.Periodic != "" {
 		b.WriteString(" +" + c.Periodic)
 	}
+	if c.Overtake > 0 {
+		fmt.Fprintf(&b, " +overtake-%s", c.Overtake)
+	}
 	if !c.Rules.Reserve {
 		b.WriteString(" no-reserve")
 	}
 	if !c.Rules.OnGossip {
 		b.WriteString(" no-gossip-pull")
+	}
+	if c.Rules.GossipOnChange {
+		b.WriteString(" +gossip-on-change")
 	}
 	return b.String()
 }
@@ -208,13 +225,21 @@ type pullCandidate struct {
 // returns nil when v.Self is out of range, Self has no free slot, or there
 // is no candidate.
 func StealPull(c StealConfig, v View, seed uint64) []int {
-	if !validSelf(v) || v.Nodes[v.Self].FreeSlots() == 0 {
+	if !validSelf(v) {
 		return nil
+	}
+	var older time.Duration // candidates' heads must be older than this
+	if self := v.Nodes[v.Self]; self.FreeSlots() == 0 {
+		// Requests wait locally: pull only to overtake them.
+		if c.Overtake <= 0 || self.HeadAge <= 0 {
+			return nil
+		}
+		older = self.HeadAge + c.Overtake
 	}
 	n := len(v.Nodes)
 	var cands []pullCandidate
 	for j, nl := range v.Nodes {
-		if j == v.Self || !nl.Known || nl.HeadAge <= 0 {
+		if j == v.Self || !nl.Known || nl.HeadAge <= older {
 			continue
 		}
 		cands = append(cands, pullCandidate{id: j, age: int64(nl.HeadAge), dist: (v.Self - j + n) % n})
