@@ -111,10 +111,11 @@ type StealConfig struct {
 // study kept (docs/sim.md, "steal and cq").
 func DefaultStealConfig() StealConfig {
 	return StealConfig{
-		Order:    OldestHead,
+		Order:    PowerOfD,
 		K:        2,
 		Attempts: 3,
-		Rules:    PullRules{Reserve: true, OnGossip: true},
+		Overtake: 300 * time.Millisecond,
+		Rules:    PullRules{Reserve: true, OnGossip: true, GossipOnChange: true},
 	}
 }
 

@@ -28,9 +28,16 @@ func headView(self, m int, loads []int, heads []time.Duration) policy.View {
 	return v
 }
 
+// oldest: oldest head first, attempts peers at most, no overtaking.
 func oldest(attempts int) policy.StealConfig {
 	c := policy.DefaultStealConfig()
-	c.Order, c.Attempts = policy.OldestHead, attempts
+	c.Order, c.Attempts, c.Overtake = policy.OldestHead, attempts, 0
+	return c
+}
+
+func overtake(margin time.Duration) policy.StealConfig {
+	c := oldest(3)
+	c.Overtake = margin
 	return c
 }
 
@@ -64,6 +71,15 @@ func TestStealPullOldestHeadTable(t *testing.T) {
 		{"self out of range", oldest(3), headView(5, 1, []int{0, 3}, []time.Duration{0, 3 * ms}), nil},
 		// A single-node cluster has no peer.
 		{"alone", oldest(3), headView(0, 1, []int{0}, []time.Duration{0}), nil},
+		// Self (m = 1) has a request waiting (load 1, head 10 ms) and
+		// overtakes 50 ms: only heads older than 60 ms count: node 2 (80 ms).
+		{"overtake: only much older heads", overtake(50 * ms), headView(0, 1, []int{1, 2, 2}, []time.Duration{10 * ms, 40 * ms, 80 * ms}), []int{2}},
+		// Same, but no peer head is older than 60 ms: serve the local one.
+		{"overtake: none old enough", overtake(50 * ms), headView(0, 1, []int{1, 2, 2}, []time.Duration{10 * ms, 40 * ms, 60 * ms}), nil},
+		// Requests wait locally but none is movable (HeadAge 0): nothing to compare, no pull.
+		{"overtake: local not movable", overtake(50 * ms), headView(0, 1, []int{1, 2}, []time.Duration{0, 900 * ms}), nil},
+		// Without overtaking, a waiting local request means no pull at all.
+		{"no overtake with local work", oldest(3), headView(0, 1, []int{1, 2}, []time.Duration{10 * ms, 900 * ms}), nil},
 		// A peer showing a head but a load that says nothing waits (the
 		// entries disagree, e.g. load read later than the head): HeadAge
 		// decides, the peer's answer will tell.
@@ -256,6 +272,8 @@ func TestPullOrderNames(t *testing.T) {
 	assert.Equal(t, "PushTarget(5)", policy.PushTarget(5).String())
 	assert.Equal(t, "random-top-k(2) x3 +push-random +nu-exact no-reserve no-gossip-pull",
 		policy.StealConfig{Order: policy.RandomTopK, K: 2, Attempts: 3, PushArrival: true, Periodic: "nu-exact"}.String())
+	assert.Equal(t, "oldest x1 +overtake-50ms +gossip-on-change",
+		policy.StealConfig{Attempts: 1, Overtake: 50 * ms, Rules: policy.PullRules{Reserve: true, OnGossip: true, GossipOnChange: true}}.String())
 }
 
 // TestStealPullProperties: on random views, every ask list holds distinct

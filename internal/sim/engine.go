@@ -273,6 +273,11 @@ type engine struct {
 
 	// onDone, when set (tests), sees every completion.
 	onDone func(seq int64, node int, rt time.Duration)
+	// onStart and onMove, when set (tests), see every request handed to
+	// a slot and every request leaving a node (periodic move, pull,
+	// arrival push; from is the node it leaves).
+	onStart func(seq int64, node int)
+	onMove  func(seq int64, from, to int)
 }
 
 func newEngine(cfg Config) (*engine, error) {
@@ -489,6 +494,9 @@ func (e *engine) arrive() {
 				e.err = fmt.Errorf("policy %s pushed an arrival at node %d to node %d of %d", e.cfg.Policy, target, to, e.n)
 				return
 			}
+			if e.onMove != nil {
+				e.onMove(seq, target, to)
+			}
 			e.rHop[s] = true
 			e.nPushes++
 			e.transfers++
@@ -517,6 +525,9 @@ func (e *engine) enqueue(i int, s int32) {
 }
 
 func (e *engine) start(i int, s int32) {
+	if e.onStart != nil {
+		e.onStart(e.rSeq[s], i)
+	}
 	e.busy[i]++
 	e.schedule(e.now+e.rSize[s], evDone, i, s)
 }
@@ -716,6 +727,9 @@ func (e *engine) move(i, to, k int) {
 	}
 	for x := len(picked) - 1; x >= 0; x-- { // oldest first
 		s := buf[picked[x]]
+		if e.onMove != nil {
+			e.onMove(e.rSeq[s], i, to)
+		}
 		e.rHop[s] = true
 		e.schedule(e.now+e.xferDel, evXfer, to, s)
 		buf[picked[x]] = -1

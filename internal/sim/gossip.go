@@ -119,11 +119,12 @@ func newPiggyback(e *engine, rng *rand.Rand) *piggyback {
 
 // tick is node i's gossip tick: its own entry and relayed ones. With
 // ownOnly (an extra publication, PullRules.GossipOnChange) the datagram
-// holds the own entry alone.
-func (pb *piggyback) tick(i int, ownOnly bool) {
+// holds the own entry alone. It returns the datagram's slot in pb.msgs
+// (tests), -1 when there is nobody to send to.
+func (pb *piggyback) tick(i int, ownOnly bool) int32 {
 	e, n := pb.e, pb.n
 	if n < 2 {
-		return
+		return -1
 	}
 	var d int32
 	if k := len(pb.free); k > 0 {
@@ -218,6 +219,7 @@ func (pb *piggyback) tick(i int, ownOnly bool) {
 	}
 	body := size - wireMsgHeader - 2
 	e.gossipBytes += int64(f) * int64(e.wire.message(len(items), body))
+	return d
 }
 
 // recv installs datagram d at node r.

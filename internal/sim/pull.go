@@ -97,6 +97,9 @@ func (e *engine) pullReq(j int, p int32) {
 		return
 	}
 	s := e.q[j].removeAt(pos)
+	if e.onMove != nil {
+		e.onMove(e.rSeq[s], j, int(r.node))
+	}
 	e.rHop[s] = true
 	e.load[j]--
 	e.movable[j]--
