@@ -223,6 +223,13 @@ type PullRules struct {
 	// in flight also pull when it installs a gossip entry whose head is
 	// positive, instead of only when a slot frees.
 	OnGossip bool
+	// Overtake makes a node call Pull also when a slot frees while
+	// requests wait locally, with Self's Load counting them (so
+	// Self.FreeSlots() is 0) and Self.HeadAge the age of the oldest
+	// movable one. If Pull names peers, the slot is reserved and pulls
+	// (the local requests keep waiting, movable); if not, the node serves
+	// its own queue as usual. NewSteal sets it from StealConfig.Overtake.
+	Overtake bool
 	// GossipOnChange makes a node send its own entry at once, besides its
 	// gossip ticks, whenever whether it shows a head changes: a movable
 	// request starts waiting where none did, or its last one left (served,

@@ -141,7 +141,9 @@ func TestHooksOnlyWhereExpected(t *testing.T) {
 		switch name {
 		case "steal":
 			assert.NotNil(t, p.Puller, name)
-			assert.Equal(t, policy.DefaultStealConfig().Rules, p.Pull, name)
+			want := policy.DefaultStealConfig().Rules
+			want.Overtake = policy.DefaultStealConfig().Overtake > 0
+			assert.Equal(t, want, p.Pull, name)
 			assert.Equal(t, policy.DefaultStealConfig().PushArrival, p.Pusher != nil, name)
 			assert.Nil(t, p.Holder, name)
 		case "cq":

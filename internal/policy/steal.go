@@ -103,7 +103,8 @@ type StealConfig struct {
 	// stays movable). Zero pulls only when nothing waits locally. It needs
 	// Rules.Reserve.
 	Overtake time.Duration
-	// Rules is what the daemon does around the Puller (Policy.Pull).
+	// Rules is what the daemon does around the Puller (Policy.Pull);
+	// Rules.Overtake is ignored: NewSteal sets it from Overtake.
 	Rules PullRules
 }
 
@@ -173,7 +174,7 @@ func (c StealConfig) String() string {
 // NewSteal builds the steal policy of c: a transfer policy named "steal"
 // whose Puller is StealPull, whose Pusher is StealPushArrival when
 // c.PushArrival, whose Planner is c.Periodic's (or one that moves nothing)
-// and whose Pull rules are c.Rules.
+// and whose Pull rules are c.Rules with Overtake set when c.Overtake > 0.
 func NewSteal(c StealConfig) (Policy, error) {
 	if err := c.Validate(); err != nil {
 		return Policy{}, err
@@ -187,6 +188,7 @@ func NewSteal(c StealConfig) (Policy, error) {
 		Puller:  PullerFunc(func(v View, seed uint64) []int { return StealPull(c, v, seed) }),
 		Pull:    c.Rules,
 	}
+	p.Pull.Overtake = c.Overtake > 0
 	if c.Periodic != "" {
 		p.Planner = periodicPlanners[c.Periodic]
 		p.Description += "; also " + c.Periodic + " every activation interval"

@@ -238,14 +238,20 @@ func TestStealConfigValidate(t *testing.T) {
 // TestNewSteal: the hooks follow the configuration.
 func TestNewSteal(t *testing.T) {
 	c := policy.DefaultStealConfig()
-	c.PushArrival, c.Periodic, c.Rules = false, "", policy.PullRules{Reserve: true}
+	c.PushArrival, c.Periodic, c.Rules = false, "", policy.PullRules{Reserve: true, Overtake: true}
+	c.Overtake = 0
 	p, err := policy.NewSteal(c)
 	require.NoError(t, err)
+	assert.False(t, p.Pull.Overtake, "Rules.Overtake follows the Overtake margin")
 	assert.Equal(t, "steal", p.Name)
 	assert.Equal(t, policy.KindTransfer, p.Kind)
 	assert.Nil(t, p.Pusher, "no arrival push")
 	assert.Empty(t, p.Planner.Plan(exactView(0, 1, 9, 0)), "no periodic planner: moves nothing")
 	assert.Equal(t, policy.PullRules{Reserve: true}, p.Pull)
+	c.Overtake = 10 * ms
+	p2, err := policy.NewSteal(c)
+	require.NoError(t, err)
+	assert.True(t, p2.Pull.Overtake)
 	v := headView(0, 1, []int{0, 3}, []time.Duration{0, 9 * ms})
 	assert.Equal(t, []int{1}, p.Puller.Pull(v, 0))
 

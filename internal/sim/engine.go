@@ -250,7 +250,6 @@ type engine struct {
 	nMisses  int
 	nPushes  int
 	nMoves   int // planner moves
-	overtake bool
 
 	// cq: the dispatcher's FIFO and its exact outstanding counts
 	dq    fifo
@@ -323,10 +322,6 @@ func newEngine(cfg Config) (*engine, error) {
 		rng := rand.New(rand.NewPCG(cfg.Seed^0x5851f42d4c957f2d, 0x14057b7ef767814f))
 		e.gossip = newTicker(int64(cfg.GossipInterval), e.n, rng)
 		e.activate = newTicker(int64(cfg.ActivationInterval), e.n, rng)
-		if e.puller != nil && isNoPlanner(cfg) {
-			// steal without a periodic planner: no activation timer.
-			e.activate = ticker{}
-		}
 		// Entries not yet visible span at most GossipDelay, so at most
 		// delay/interval+1 of them, plus the visible one.
 		e.ringK = int(e.gosDel/int64(cfg.GossipInterval)) + 2
@@ -350,9 +345,6 @@ func newEngine(cfg Config) (*engine, error) {
 		if cfg.Gossip == GossipPiggyback {
 			e.pb = newPiggyback(e, rand.New(rand.NewPCG(cfg.Seed^0x2545f4914f6cdd1d, 0x9e3779b97f4a7c15)))
 		}
-	}
-	if cfg.Steal != nil && cfg.Steal.Overtake > 0 {
-		e.overtake = true
 	}
 	if e.puller != nil || e.pusher != nil {
 		e.drng = rand.New(rand.NewPCG(cfg.Seed^0x6a09e667f3bcc909, 0xbb67ae8584caa73b))
@@ -548,7 +540,7 @@ func (e *engine) done(i int, s int32) {
 	if e.holder != nil {
 		e.schedule(e.now+e.ctlDel, evNotice, i, 0)
 	}
-	if e.overtake && e.q[i].len() > 0 && e.tryOvertake(i) {
+	if e.rules.Overtake && e.q[i].len() > 0 && e.tryOvertake(i) {
 		e.changed(i)
 		return
 	}

@@ -246,14 +246,6 @@ func (c Config) policy() (policy.Policy, error) {
 	return policy.Lookup(c.Policy)
 }
 
-// isNoPlanner reports whether c runs steal without a periodic planner.
-func isNoPlanner(c Config) bool {
-	if c.Steal != nil {
-		return c.Steal.Periodic == ""
-	}
-	return policy.DefaultStealConfig().Periodic == "" && c.Policy == "steal"
-}
-
 // Load is the offered load per slot: Rate times the mean request size over
 // Nodes*Concurrency. At 1 or more no policy keeps up.
 func (c Config) Load() float64 {

@@ -221,6 +221,19 @@ func TestOvertake(t *testing.T) {
 	}
 }
 
+// TestRegisteredStealRules: the simulator runs the registered steal with
+// the rules its registry entry carries (overtaking included).
+func TestRegisteredStealRules(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Policy = "steal"
+	e, err := newEngine(cfg)
+	require.NoError(t, err)
+	p, err := policy.Lookup("steal")
+	require.NoError(t, err)
+	assert.Equal(t, p.Pull, e.rules)
+	assert.Equal(t, policy.DefaultStealConfig().Overtake > 0, e.rules.Overtake)
+}
+
 // TestCQDispatcher: the dispatcher sends the FIFO's head to a node with a
 // free slot (TransferDelay), holds otherwise, and hears of a completion
 // ControlDelay after it; no node ever serves more than m.
