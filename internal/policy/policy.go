@@ -223,6 +223,13 @@ type PullRules struct {
 	// in flight also pull when it installs a gossip entry whose head is
 	// positive, instead of only when a slot frees.
 	OnGossip bool
+	// GossipPullers thins OnGossip's pulls under direct gossip, where
+	// every member receives every entry and all idle nodes would ask for
+	// the same head at once: each idle node then pulls on an entry only
+	// if GossipPull(v, GossipPullers, seed) says so (about GossipPullers
+	// of them pull; 0 means all). Under piggyback gossip an entry reaches
+	// a few members at a time and every idle receiver pulls.
+	GossipPullers int
 	// Overtake makes a node call Pull also when a slot frees while
 	// requests wait locally, with Self's Load counting them (so
 	// Self.FreeSlots() is 0) and Self.HeadAge the age of the oldest

@@ -116,7 +116,7 @@ func DefaultStealConfig() StealConfig {
 		K:        2,
 		Attempts: 3,
 		Overtake: 300 * time.Millisecond,
-		Rules:    PullRules{Reserve: true, OnGossip: true, GossipOnChange: true},
+		Rules:    PullRules{Reserve: true, OnGossip: true, GossipPullers: 1, GossipOnChange: true},
 	}
 }
 
@@ -135,6 +135,8 @@ func (c StealConfig) Validate() error {
 		return fmt.Errorf("steal: overtake must not be negative, got %s", c.Overtake)
 	case c.Overtake > 0 && !c.Rules.Reserve:
 		return fmt.Errorf("steal: overtake needs the reserve rule (the slot waits for the pulled request)")
+	case c.Rules.GossipPullers < 0 || c.Rules.GossipPullers > 64:
+		return fmt.Errorf("steal: gossip pullers must be in [0, 64], got %d", c.Rules.GossipPullers)
 	}
 	if _, ok := periodicPlanners[c.Periodic]; c.Periodic != "" && !ok {
 		return fmt.Errorf("steal: periodic planner %q is none of \"\", ll, nu, nu-exact", c.Periodic)
@@ -164,6 +166,8 @@ func (c StealConfig) String() string {
 	}
 	if !c.Rules.OnGossip {
 		b.WriteString(" no-gossip-pull")
+	} else if c.Rules.GossipPullers > 0 {
+		fmt.Fprintf(&b, " +gossip-pull/%d", c.Rules.GossipPullers)
 	}
 	if c.Rules.GossipOnChange {
 		b.WriteString(" +gossip-on-change")
@@ -285,6 +289,27 @@ func StealPull(c StealConfig, v View, seed uint64) []int {
 		out[i] = cands[i].id
 	}
 	return out
+}
+
+// GossipPull is the PullRules.GossipPullers decision: whether node v.Self,
+// idle, pulls on a gossip entry that every member received at once. It
+// says yes with probability min(1, k / idle), idle being the known nodes
+// with a free slot in v, Self included, so that about k of the idle nodes
+// ask instead of all of them. k <= 0 always says yes. seed as for Puller.
+func GossipPull(v View, k int, seed uint64) bool {
+	if k <= 0 {
+		return true
+	}
+	idle := 1
+	for j, nl := range v.Nodes {
+		if j != v.Self && nl.Known && nl.FreeSlots() > 0 {
+			idle++
+		}
+	}
+	if k >= idle {
+		return true
+	}
+	return newSource(seed).intN(idle) < k
 }
 
 // StealPushArrival is steal's ArrivalPusher for configuration c (see

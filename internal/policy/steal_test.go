@@ -198,6 +198,41 @@ func TestStealPushArrivalRandomSpreads(t *testing.T) {
 	}
 }
 
+func TestGossipPull(t *testing.T) {
+	cases := []struct {
+		name string
+		v    policy.View
+		k    int
+		want float64 // probability of yes
+	}{
+		// k = 0: no thinning, every idle node pulls.
+		{"k=0", exactView(0, 1, 0, 0, 0, 0), 0, 1},
+		// Self and 3 idle peers: 4 idle nodes, k = 1: one in four.
+		{"four idle, k=1", exactView(0, 1, 0, 0, 0, 0), 1, 0.25},
+		// Same, k = 2: one in two.
+		{"four idle, k=2", exactView(0, 1, 0, 0, 0, 0), 2, 0.5},
+		// Busy peers do not count: self alone is idle, so it pulls.
+		{"alone idle", exactView(0, 1, 0, 1, 3, 1), 1, 1},
+		// Unknown idle peers do not count: self and node 2 idle: one in two.
+		{"unknown idle ignored", withUnknown(exactView(0, 1, 0, 0, 0, 1), 1), 1, 0.5},
+		// k at least the idle count: always.
+		{"k covers all", exactView(0, 1, 0, 0, 5), 3, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			yes := 0
+			const draws = 4000
+			for seed := range uint64(draws) {
+				if policy.GossipPull(tc.v, tc.k, seed) {
+					yes++
+				}
+			}
+			assert.InDelta(t, tc.want, float64(yes)/draws, 0.03)
+			assert.Equal(t, policy.GossipPull(tc.v, tc.k, 77), policy.GossipPull(tc.v, tc.k, 77), "deterministic")
+		})
+	}
+}
+
 func TestStealConfigValidate(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -278,8 +313,8 @@ func TestPullOrderNames(t *testing.T) {
 	assert.Equal(t, "PushTarget(5)", policy.PushTarget(5).String())
 	assert.Equal(t, "random-top-k(2) x3 +push-random +nu-exact no-reserve no-gossip-pull",
 		policy.StealConfig{Order: policy.RandomTopK, K: 2, Attempts: 3, PushArrival: true, Periodic: "nu-exact"}.String())
-	assert.Equal(t, "oldest x1 +overtake-50ms +gossip-on-change",
-		policy.StealConfig{Attempts: 1, Overtake: 50 * ms, Rules: policy.PullRules{Reserve: true, OnGossip: true, GossipOnChange: true}}.String())
+	assert.Equal(t, "oldest x1 +overtake-50ms +gossip-pull/1 +gossip-on-change",
+		policy.StealConfig{Attempts: 1, Overtake: 50 * ms, Rules: policy.PullRules{Reserve: true, OnGossip: true, GossipPullers: 1, GossipOnChange: true}}.String())
 }
 
 // TestStealPullProperties: on random views, every ask list holds distinct

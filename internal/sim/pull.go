@@ -147,13 +147,19 @@ func (e *engine) endPull(i int, p int32) {
 }
 
 // seen: node j's entry, which shows a head, became visible to the others
-// (direct gossip). Every node with a slot that may pull runs its Puller,
-// in ring order after j (they all read the entry at the same instant).
+// (direct gossip). Every node with a slot that may pull, in ring order
+// after j (they all read the entry at the same instant), runs its Puller
+// if policy.GossipPull lets it (PullRules.GossipPullers).
 func (e *engine) seen(j int) {
 	for k := 1; k < e.n; k++ {
-		if i := (j + k) % e.n; e.pullable(i) {
-			e.tryPull(i)
+		i := (j + k) % e.n
+		if !e.pullable(i) {
+			continue
 		}
+		if e.rules.GossipPullers > 0 && !policy.GossipPull(e.buildView(i), e.rules.GossipPullers, e.drng.Uint64()) {
+			continue
+		}
+		e.tryPull(i)
 	}
 }
 

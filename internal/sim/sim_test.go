@@ -233,7 +233,7 @@ func randomSteal(rng *rand.Rand) *policy.StealConfig {
 		PushArrival: rng.IntN(3) == 0,
 		PushTarget:  policy.PushTarget(rng.IntN(2)),
 		Periodic:    []string{"", "", "nu-exact", "nu", "ll"}[rng.IntN(5)],
-		Rules:       policy.PullRules{Reserve: rng.IntN(2) == 0, OnGossip: rng.IntN(2) == 0, GossipOnChange: rng.IntN(2) == 0},
+		Rules:       policy.PullRules{Reserve: rng.IntN(2) == 0, OnGossip: rng.IntN(2) == 0, GossipPullers: rng.IntN(3), GossipOnChange: rng.IntN(2) == 0},
 	}
 	if c.Rules.Reserve && rng.IntN(2) == 0 {
 		c.Overtake = time.Duration(rng.Int64N(int64(300 * time.Millisecond)))

@@ -288,6 +288,38 @@ func TestGossipOnChange(t *testing.T) {
 	assert.Equal(t, 1, e.nChanges)
 }
 
+// TestGossipPullersThin: under direct gossip, a head that every idle node
+// sees at once is asked for by about GossipPullers of them, not all.
+func TestGossipPullersThin(t *testing.T) {
+	for _, k := range []int{0, 1, 2} {
+		c := plainSteal()
+		c.Rules.OnGossip, c.Rules.GossipPullers = true, k
+		asked := 0
+		const rounds = 400
+		for round := range rounds {
+			cfg := stealCfg(9, c)
+			cfg.Seed = uint64(round + 1)
+			e := quiet(t, cfg)
+			place(e, 0, 0, 0, time.Second)
+			place(e, 0, 1, 0, time.Second) // node 0's head; nodes 1-8 idle
+			for i := 1; i < 9; i++ {
+				e.publish(i) // everyone knows the others are idle
+			}
+			e.publish(0)
+			e.now = at(500 * time.Microsecond)
+			e.seen(0)
+			for i := 1; i < 9; i++ {
+				asked += e.inflight[i]
+			}
+		}
+		want := float64(k)
+		if k == 0 {
+			want = 8 // every idle node
+		}
+		assert.InDelta(t, want, float64(asked)/rounds, 0.15*want, "k=%d: pulls per piece of news", k)
+	}
+}
+
 // TestHeadAgeInView: a peer's HeadAge is the age of its oldest movable
 // waiting request now (its gossiped head plus the entry's age), 0 when it
 // showed none; Self's is live.
