@@ -115,7 +115,7 @@ func DefaultStealConfig() StealConfig {
 		Order:    PowerOfD,
 		K:        2,
 		Attempts: 3,
-		Overtake: 300 * time.Millisecond,
+		Overtake: 200 * time.Millisecond,
 		Rules:    PullRules{Reserve: true, OnGossip: true, GossipPullers: 1, GossipOnChange: true},
 	}
 }

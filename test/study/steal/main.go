@@ -278,7 +278,7 @@ func designs() []variant {
 		stealWith("no overtake, no reservation", func(c *policy.StealConfig) { c.Overtake, c.Rules.Reserve = 0, false }),
 		stealWith("overtake 50 ms", func(c *policy.StealConfig) { c.Overtake = 50 * time.Millisecond }),
 		stealWith("overtake 100 ms", func(c *policy.StealConfig) { c.Overtake = 100 * time.Millisecond }),
-		stealWith("overtake 200 ms", func(c *policy.StealConfig) { c.Overtake = 200 * time.Millisecond }),
+		stealWith("overtake 300 ms", func(c *policy.StealConfig) { c.Overtake = 300 * time.Millisecond }),
 		stealWith("overtake 500 ms", func(c *policy.StealConfig) { c.Overtake = 500 * time.Millisecond }),
 		stealWith("order: oldest head", func(c *policy.StealConfig) { c.Order = policy.OldestHead }),
 		stealWith("order: random among top 2", func(c *policy.StealConfig) { c.Order, c.K = policy.RandomTopK, 2 }),
@@ -322,15 +322,20 @@ func (o *opts) scaleStudy() {
 		pol    string
 		gossip string
 		relay  string
+		steal  *policy.StealConfig
 	}
+	oldestFirst := policy.DefaultStealConfig()
+	oldestFirst.Order = policy.OldestHead
 	rows := []row{
-		{"central", sim.Central, "", ""},
-		{"cq", "cq", "", ""},
-		{"ct", "ct", "", ""},
-		{"nu-exact, direct gossip", "nu-exact", sim.GossipDirect, ""},
-		{"steal, direct gossip", "steal", sim.GossipDirect, ""},
-		{"steal, piggyback, relay in rotation (today's daemon)", "steal", sim.GossipPiggyback, sim.RelayRotate},
-		{"steal, piggyback, head news relayed first", "steal", sim.GossipPiggyback, sim.RelayHeads},
+		{"central", sim.Central, "", "", nil},
+		{"cq", "cq", "", "", nil},
+		{"ct", "ct", "", "", nil},
+		{"nu-exact, direct gossip", "nu-exact", sim.GossipDirect, "", nil},
+		{"steal, direct gossip", "steal", sim.GossipDirect, "", nil},
+		{"steal asking the oldest head first, direct gossip", "steal", sim.GossipDirect, "", &oldestFirst},
+		{"steal, piggyback, relay in rotation (today's daemon)", "steal", sim.GossipPiggyback, sim.RelayRotate, nil},
+		{"steal, piggyback, head news relayed first", "steal", sim.GossipPiggyback, sim.RelayHeads, nil},
+		{"steal asking the oldest head first, piggyback, head news first", "steal", sim.GossipPiggyback, sim.RelayHeads, &oldestFirst},
 	}
 	skip := func(r row, n int) bool {
 		// steal runs direct gossip where the daemon does (up to 64 nodes)
@@ -353,7 +358,7 @@ func (o *opts) scaleStudy() {
 					continue
 				}
 				c := base(wl, r.pol, 20*float64(n))
-				c.Nodes = n
+				c.Nodes, c.Steal = n, r.steal
 				if r.gossip != "" {
 					c.Gossip, c.Relay = r.gossip, r.relay
 				}
