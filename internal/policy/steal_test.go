@@ -475,8 +475,13 @@ func TestFreeSlotNeverOverfills(t *testing.T) {
 	}
 }
 
+// oldestPuller is steal's Puller asking the oldest heads first, 3 at most.
+func oldestPuller() policy.Puller {
+	return policy.PullerFunc(func(v policy.View, seed uint64) []int { return policy.StealPull(oldest(3), v, seed) })
+}
+
 func TestPullClusterTable(t *testing.T) {
-	pu := policy.PullerFunc(func(v policy.View, seed uint64) []int { return policy.StealPull(oldest(3), v, seed) })
+	pu := oldestPuller()
 	cases := []struct {
 		name      string
 		loads     []int
@@ -523,7 +528,7 @@ func TestPullClusterTable(t *testing.T) {
 }
 
 func TestPullClusterErrorsAndShape(t *testing.T) {
-	pu := policy.PullerFunc(func(v policy.View, seed uint64) []int { return policy.StealPull(oldest(3), v, seed) })
+	pu := oldestPuller()
 	cases := []struct {
 		name  string
 		loads []int

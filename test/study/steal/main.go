@@ -49,12 +49,15 @@ var (
 	// 10-step near saturation, where central and steal cross the limits.
 	capRates    = []float64{40, 80, 120, 160, 200, 240, 280, 320, 330, 340, 350, 360, 370, 380, 390}
 	designRates = []float64{280, 320, 330, 340, 350, 360, 370, 380, 390}
+	// Every capacity point: 800 s measured after 20 s of warm-up.
+	capHorizon, capWarmup = 820 * time.Second, 20 * time.Second
 )
 
 type opts struct {
 	workers int
 	seeds   int
 	quick   bool
+	specs   map[string]workload.Spec // the workloads, by name
 	out     strings.Builder
 }
 
@@ -63,25 +66,16 @@ func (o *opts) printf(format string, a ...any) { fmt.Fprintf(&o.out, format, a..
 // point is what a study keeps of the runs of one configuration over seeds:
 // percentiles averaged over seeds, counts summed.
 type point struct {
-	cfg                  sim.Config
-	mean, p95, p99, p995 float64
-	requests             int
-	transfers, pulls     int
-	misses, pushes       int
-	moves                int
-	gossipBps            float64
-	wall                 time.Duration
-}
-
-func (p point) prt(x float64) float64 {
-	switch x {
-	case 95:
-		return p.p95
-	case 99:
-		return p.p99
-	default:
-		return p.p995
-	}
+	cfg  sim.Config
+	mean float64
+	// pct holds the x-th percentiles of percentiles, in that order.
+	pct              [3]float64
+	requests         int
+	transfers, pulls int
+	misses, pushes   int
+	moves            int
+	gossipBps        float64
+	wall             time.Duration
 }
 
 func (p point) per(k int) float64 { return float64(k) / float64(max(p.requests, 1)) }
@@ -108,9 +102,9 @@ func (o *opts) run(cfgs []sim.Config) []point {
 			f := float64(o.seeds)
 			p.cfg = r.Config
 			p.mean += r.MeanMs / f
-			p.p95 += r.P95Ms / f
-			p.p99 += r.P99Ms / f
-			p.p995 += r.P995Ms / f
+			for xi, v := range [3]float64{r.P95Ms, r.P99Ms, r.P995Ms} {
+				p.pct[xi] += v / f
+			}
 			p.requests += r.Requests
 			p.transfers += r.Transfers
 			p.pulls += r.Pulls
@@ -124,20 +118,16 @@ func (o *opts) run(cfgs []sim.Config) []point {
 	return out
 }
 
-func (o *opts) horizon(d, warm time.Duration) (time.Duration, time.Duration) {
-	if o.quick {
-		return d / 20, warm / 20
-	}
-	return d, warm
-}
-
-func base(wl, pol string, rate float64) sim.Config {
+// config is the default config running variant v (or policy pol) on
+// workload wl at rate for d simulated seconds of which warm are warm-up,
+// both shortened twentyfold with -quick.
+func (o *opts) config(wl, pol string, rate float64, d, warm time.Duration) sim.Config {
 	c := sim.DefaultConfig()
-	spec, err := workload.Lookup(wl)
-	if err != nil {
-		log.Fatal(err)
+	c.Workload, c.Policy, c.Rate = o.specs[wl], pol, rate
+	c.Duration, c.Warmup = d, warm
+	if o.quick {
+		c.Duration, c.Warmup = d/20, warm/20
 	}
-	c.Workload, c.Policy, c.Rate = spec, pol, rate
 	return c
 }
 
@@ -149,6 +139,7 @@ type variant struct {
 	steal *policy.StealConfig
 }
 
+// apply sets c's policy to v.
 func (v variant) apply(c sim.Config) sim.Config {
 	c.Policy, c.Steal = v.pol, v.steal
 	return c
@@ -178,14 +169,11 @@ type capacity struct {
 }
 
 func (o *opts) capacities(vs []variant, rates []float64) (map[capKey]capacity, map[string][]point) {
-	dur, warm := o.horizon(820*time.Second, 20*time.Second)
 	var cfgs []sim.Config
 	for _, wl := range workloads {
 		for _, v := range vs {
 			for _, r := range rates {
-				c := v.apply(base(wl, "", r))
-				c.Duration, c.Warmup = dur, warm
-				cfgs = append(cfgs, c)
+				cfgs = append(cfgs, v.apply(o.config(wl, "", r, capHorizon, capWarmup)))
 			}
 		}
 	}
@@ -201,7 +189,7 @@ func (o *opts) capacities(vs []variant, rates []float64) (map[capKey]capacity, m
 			for xi, x := range percentiles {
 				prt := make([]float64, len(pts))
 				for i, p := range pts {
-					prt[i] = p.prt(x)
+					prt[i] = p.pct[xi]
 				}
 				c, b, err := sim.Capacity(rates, prt, paperLimits[wl][xi])
 				if err != nil {
@@ -228,7 +216,7 @@ func boundMark(b sim.Bound) string {
 func (o *opts) capacityStudy() {
 	vs := []variant{named(sim.Central), named("cq"), named("ct"), named("nu"), named("nu-exact"), named("steal")}
 	caps, curves := o.capacities(vs, capRates)
-	dur, _ := o.horizon(820*time.Second, 20*time.Second)
+	dur := o.config("standard", "", 1, capHorizon, capWarmup).Duration
 	o.printf("\n## Capacity on 16 nodes against central\n\nx-th percentile capacity (req/s; the paper's limits, as docs/sim.md) and, in brackets, the fraction of central's; rates %v req/s, %d seeds × %v per rate (PRT averaged over seeds). steal is the registered design: %s.\n\n",
 		capRates, o.seeds, dur, policy.DefaultStealConfig())
 	o.printf("| workload | x |")
@@ -257,7 +245,7 @@ func (o *opts) capacityStudy() {
 	for _, wl := range workloads {
 		for _, p := range []string{"nu", "nu-exact", "steal"} {
 			pt := curves[p+"/"+wl][i320]
-			o.printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f | %.0f | %.0f |\n", wl, p, pt.per(pt.transfers), pt.per(pt.pulls), pt.per(pt.misses), pt.per(pt.pushes), pt.per(pt.moves), pt.mean, pt.p99, pt.gossipBps)
+			o.printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f | %.0f | %.0f |\n", wl, p, pt.per(pt.transfers), pt.per(pt.pulls), pt.per(pt.misses), pt.per(pt.pushes), pt.per(pt.moves), pt.mean, pt.pct[1], pt.gossipBps)
 		}
 	}
 }
@@ -293,7 +281,7 @@ func designs() []variant {
 func (o *opts) designStudy() {
 	vs := append([]variant{named(sim.Central)}, designs()...)
 	caps, curves := o.capacities(vs, designRates)
-	dur, _ := o.horizon(820*time.Second, 20*time.Second)
+	dur := o.config("standard", "", 1, capHorizon, capWarmup).Duration
 	o.printf("\n## steal designs on 16 nodes\n\nCapacity as a fraction of central's (same limits, rates %v req/s, %d seeds × %v per rate; ≤ marks a capacity below the lowest rate). Registered design: %s. Per request at 320 req/s on the standard workload: transfers, misses.\n\n",
 		designRates, o.seeds, dur, policy.DefaultStealConfig())
 	o.printf("| design | standard 95 | 99 | 99.5 | dispersed 95 | 99 | 99.5 | burst 95 | 99 | 99.5 | lowest | transfers / req | misses / req |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -326,6 +314,8 @@ func (o *opts) scaleStudy() {
 	}
 	oldestFirst := policy.DefaultStealConfig()
 	oldestFirst.Order = policy.OldestHead
+	noGossipPull := policy.DefaultStealConfig()
+	noGossipPull.Rules.OnGossip = false
 	rows := []row{
 		{"central", sim.Central, "", "", nil},
 		{"cq", "cq", "", "", nil},
@@ -336,6 +326,7 @@ func (o *opts) scaleStudy() {
 		{"steal, piggyback, relay in rotation (today's daemon)", "steal", sim.GossipPiggyback, sim.RelayRotate, nil},
 		{"steal, piggyback, head news relayed first", "steal", sim.GossipPiggyback, sim.RelayHeads, nil},
 		{"steal asking the oldest head first, piggyback, head news first", "steal", sim.GossipPiggyback, sim.RelayHeads, &oldestFirst},
+		{"steal without pull on gossip, piggyback, head news first", "steal", sim.GossipPiggyback, sim.RelayHeads, &noGossipPull},
 	}
 	skip := func(r row, n int) bool {
 		// steal runs direct gossip where the daemon does (up to 64 nodes)
@@ -357,12 +348,11 @@ func (o *opts) scaleStudy() {
 				if skip(r, n) {
 					continue
 				}
-				c := base(wl, r.pol, 20*float64(n))
+				c := o.config(wl, r.pol, 20*float64(n), durs[n][0], durs[n][1])
 				c.Nodes, c.Steal = n, r.steal
 				if r.gossip != "" {
 					c.Gossip, c.Relay = r.gossip, r.relay
 				}
-				c.Duration, c.Warmup = o.horizon(durs[n][0], durs[n][1])
 				cfgs = append(cfgs, c)
 			}
 		}
@@ -387,14 +377,21 @@ func (o *opts) scaleStudy() {
 				if r.pol == sim.Central {
 					cen = p
 				}
-				o.printf("| %s | %d | %.0f (%.3f) | %.1f | %.3f | %.3f | %.0f | %.1f s |\n", r.label, n, p.p99, p.p99/cen.p99, p.mean, p.per(p.transfers), p.per(p.misses), p.gossipBps, p.wall.Seconds())
+				o.printf("| %s | %d | %.0f (%.3f) | %.1f | %.3f | %.3f | %.0f | %.1f s |\n", r.label, n, p.pct[1], p.pct[1]/cen.pct[1], p.mean, p.per(p.transfers), p.per(p.misses), p.gossipBps, p.wall.Seconds())
 			}
 		}
 	}
 }
 
 func main() {
-	o := &opts{}
+	o := &opts{specs: map[string]workload.Spec{}}
+	for _, wl := range workloads {
+		spec, err := workload.Lookup(wl)
+		if err != nil {
+			log.Fatal(err)
+		}
+		o.specs[wl] = spec
+	}
 	only := flag.String("only", "capacity,design,scale", "studies to run, comma-separated: capacity, design, scale")
 	flag.IntVar(&o.workers, "workers", 2, "simulations run at once")
 	flag.IntVar(&o.seeds, "seeds", 2, "seeds per capacity point (percentiles averaged)")
