@@ -28,7 +28,11 @@
 //     peer hands over its oldest movable waiting request, which reaches the
 //     puller TransferDelay later, or answers "nothing movable", which takes
 //     ControlDelay back, and the next peer is asked. With PullRules.Reserve
-//     the slot waits for the pulled request. A policy with an ArrivalPusher
+//     the slot waits for the pulled request; with PullRules.Overtake a slot
+//     that frees while requests wait locally asks the Puller too; with
+//     PullRules.GossipOnChange a node publishes at once when it gets or
+//     loses a head; under direct gossip PullRules.GossipPullers thins the
+//     idle nodes that pull on one entry. A policy with an ArrivalPusher
 //     decides for every arrival that finds no free slot whether it goes at
 //     once to a peer (TransferDelay). Moved requests never move again.
 //   - With a policy that has a Holder (cq), a dispatcher holds arrivals in
