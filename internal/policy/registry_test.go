@@ -29,6 +29,8 @@ func TestRegistry(t *testing.T) {
 		{"ll", policy.KindTransfer},       // least loaded, timer-driven transfers
 		{"nu", policy.KindTransfer},       // nearest underloaded
 		{"nu-exact", policy.KindTransfer}, // integer-quota N
+		{"steal", policy.KindTransfer},    // pull on idle, beyond the paper
+		{"cq", policy.KindDispatch},       // one central FIFO at the dispatcher
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,10 +49,10 @@ func TestRegistry(t *testing.T) {
 func TestNames(t *testing.T) {
 	names := policy.Names()
 	assert.True(t, slices.IsSorted(names), "%v", names)
-	assert.Equal(t, []string{"ct", "ll", "none", "nu", "nu-exact", "rr"}, names)
+	assert.Equal(t, []string{"cq", "ct", "ll", "none", "nu", "nu-exact", "rr", "steal"}, names)
 	// A fresh slice each call: changing it does not change the registry.
 	names[0] = "zzz"
-	assert.Equal(t, "ct", policy.Names()[0])
+	assert.Equal(t, "cq", policy.Names()[0])
 }
 
 // TestLookupUnknown: unknown names give an error that wraps
@@ -86,6 +88,13 @@ func TestRegisterRejects(t *testing.T) {
 		{"duplicate", policy.Policy{Name: "nu", Kind: policy.KindNone}},
 		{"transfer without planner", policy.Policy{Name: "test-no-planner", Kind: policy.KindTransfer}},
 		{"dispatch without picker", policy.Policy{Name: "test-no-picker", Kind: policy.KindDispatch}},
+		// Pulling and pushing arrivals are transfer hooks; holding is a dispatch hook.
+		{"puller on a dispatcher", policy.Policy{Name: "test-pull-dispatch", Kind: policy.KindDispatch,
+			Picker: policy.PickerFunc(policy.RoundRobin), Puller: policy.PullerFunc(func(policy.View, uint64) []int { return nil })}},
+		{"pusher on none", policy.Policy{Name: "test-push-none", Kind: policy.KindNone,
+			Pusher: policy.ArrivalPusherFunc(func(policy.View, uint64) int { return -1 })}},
+		{"holder on a transfer policy", policy.Policy{Name: "test-hold-transfer", Kind: policy.KindTransfer,
+			Planner: policy.PlannerFunc(policy.NearestUnderloaded), Holder: policy.HolderFunc(policy.FreeSlot)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -113,6 +122,42 @@ func TestFuncAdapters(t *testing.T) {
 
 	pk := policy.PickerFunc(func(d policy.DispatchView) int { return int(d.Seq) * 2 })
 	assert.Equal(t, 14, pk.Pick(policy.DispatchView{Seq: 7}))
+
+	pu := policy.PullerFunc(func(v policy.View, seed uint64) []int { return []int{v.Self, int(seed)} })
+	assert.Equal(t, []int{1, 9}, pu.Pull(v, 9))
+	ap := policy.ArrivalPusherFunc(func(v policy.View, seed uint64) int { return v.Self + int(seed) })
+	assert.Equal(t, 4, ap.PushArrival(v, 3))
+	h := policy.HolderFunc(func(d policy.DispatchView) int { return int(d.Seq) + 1 })
+	assert.Equal(t, 8, h.Place(policy.DispatchView{Seq: 7}))
+}
+
+// TestHooksOnlyWhereExpected: the older policies have no hooks (so callers
+// that know the hooks treat them exactly as before); steal has a Puller
+// and rules, cq a Holder and a Picker for dispatchers that cannot hold.
+func TestHooksOnlyWhereExpected(t *testing.T) {
+	for _, name := range policy.Names() {
+		p, err := policy.Lookup(name)
+		require.NoError(t, err)
+		switch name {
+		case "steal":
+			assert.NotNil(t, p.Puller, name)
+			want := policy.DefaultStealConfig().Rules
+			want.Overtake = policy.DefaultStealConfig().Overtake > 0
+			assert.Equal(t, want, p.Pull, name)
+			assert.Equal(t, policy.DefaultStealConfig().PushArrival, p.Pusher != nil, name)
+			assert.Nil(t, p.Holder, name)
+		case "cq":
+			assert.NotNil(t, p.Holder, name)
+			assert.NotNil(t, p.Picker, name)
+			assert.Nil(t, p.Puller, name)
+			assert.Nil(t, p.Pusher, name)
+		default:
+			assert.Nil(t, p.Puller, name)
+			assert.Nil(t, p.Pusher, name)
+			assert.Nil(t, p.Holder, name)
+			assert.Equal(t, policy.PullRules{}, p.Pull, name)
+		}
+	}
 }
 
 func TestWaiting(t *testing.T) {
@@ -133,6 +178,31 @@ func TestWaiting(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, tc.n.Waiting())
+		})
+	}
+}
+
+func TestFreeSlots(t *testing.T) {
+	cases := []struct {
+		name string
+		n    policy.NodeLoad
+		want int
+	}{
+		{"idle m=1", policy.NodeLoad{Load: 0, Concurrency: 1}, 1},           // the one slot is free
+		{"busy m=1", policy.NodeLoad{Load: 1, Concurrency: 1}, 0},           // 1 - 1
+		{"queue m=1", policy.NodeLoad{Load: 4, Concurrency: 1}, 0},          // never negative
+		{"m=3 one busy", policy.NodeLoad{Load: 1, Concurrency: 3}, 2},       // 3 - 1
+		{"m=0 counts as 1", policy.NodeLoad{Load: 0, Concurrency: 0}, 1},    // unset m
+		{"negative load", policy.NodeLoad{Load: -2, Concurrency: 2}, 2},     // nonsense load counts as 0
+		{"m=3 full", policy.NodeLoad{Load: 3, Concurrency: 3}, 0},           // every slot busy
+		{"negative m", policy.NodeLoad{Load: 0, Concurrency: -4}, 1},        // nonsense m counts as 1
+		{"m=2 with queue", policy.NodeLoad{Load: 7, Concurrency: 2}, 0},     // waiting means no free slot
+		{"m=5 two busy", policy.NodeLoad{Load: 2, Concurrency: 5}, 3},       // 5 - 2
+		{"m=1 negative load", policy.NodeLoad{Load: -1, Concurrency: 1}, 1}, // clamp
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.n.FreeSlots())
 		})
 	}
 }

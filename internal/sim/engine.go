@@ -14,10 +14,17 @@ import (
 const never = math.MaxInt64
 
 // Kinds of heap events. Arrivals and the two periodic timers are separate
-// streams (see engine.run), so the heap only holds request events.
+// streams (see engine.run), so the heap only holds request and message
+// events.
 const (
-	evDone uint8 = iota // a request finished service on node
-	evXfer              // a moved request reached node
+	evDone     uint8 = iota // a request finished service on node
+	evXfer                  // a moved (pushed or dispatched) request reached node
+	evPullReq               // pull slot's request reached node (the asked peer)
+	evPullMiss              // pull slot's "nothing movable" reached node (the puller)
+	evPullXfer              // pull slot's request reached node (the puller)
+	evSeen                  // node's published entry became visible (direct gossip)
+	evRecv                  // datagram slot reached node (piggyback gossip)
+	evNotice                // node's completion notice reached the dispatcher (cq)
 )
 
 // event is a heap entry: at time t, kind happens to request slot on node.
@@ -154,6 +161,18 @@ func (q *fifo) pop() int32 {
 	return s
 }
 
+// removeAt removes the request at position p (0 is the head) and returns it.
+func (q *fifo) removeAt(p int) int32 {
+	if p == 0 {
+		return q.pop()
+	}
+	i := q.head + p
+	s := q.buf[i]
+	copy(q.buf[i:], q.buf[i+1:])
+	q.buf = q.buf[:len(q.buf)-1]
+	return s
+}
+
 // engine is the state of one run. Nothing in it is shared.
 type engine struct {
 	cfg      Config
@@ -161,12 +180,17 @@ type engine struct {
 	kind     policy.Kind
 	planner  policy.Planner
 	picker   policy.Picker
+	puller   policy.Puller        // steal's pull side, nil otherwise
+	pusher   policy.ArrivalPusher // steal's arrival push, nil otherwise
+	rules    policy.PullRules
+	holder   policy.Holder // cq: the dispatcher holds arrivals
 	gen      *workload.Generator
 	duration int64
 	warmup   int64
 	xferDel  int64
 	gosDel   int64
 	stale    int64
+	ctlDel   int64
 	sizeCap  float64 // ns; sizes are clipped to it
 
 	now    int64
@@ -192,14 +216,45 @@ type engine struct {
 	movable []int // waiting requests that may still be moved
 	load    []int // waiting + in service, the load index
 
-	// gossip: per node a ring of the last published (time, load) entries
+	// gossip (direct): per node a ring of the last published (time, load,
+	// head) entries, head being the arrival time of the node's oldest
+	// movable waiting request (-1: none)
 	gossip, activate ticker
 	ringK            int
 	pubT             []int64
 	pubL             []int
+	pubH             []int64
 	pubHead, pubCnt  []int
 	view             []policy.NodeLoad
 	picked           []int
+	gossipBytes      int64 // what every node sent, wire bytes
+	wire             wireSizes
+
+	// piggyback gossip, when configured (see gossip.go)
+	pb *piggyback
+	// PullRules.GossipOnChange: whether each node's last publication
+	// showed a head, and how many extra publications there were
+	onChange bool
+	lastHead []bool
+	nChanges int
+	// gossip events (evSeen, evRecv) in the heap
+	gossipInFlight int
+
+	// steal: pulls in flight by slot, per-node counts, decision seeds
+	pulls    []pullRec
+	pullFree []int32
+	inflight []int // pulls in flight per node
+	reserved []int // slots held for pulled requests (PullRules.Reserve)
+	drng     *rand.Rand
+	nPulls   int
+	nMisses  int
+	nPushes  int
+	nMoves   int // planner moves
+
+	// cq: the dispatcher's FIFO and its exact outstanding counts
+	dq    fifo
+	dOut  []int
+	dConc []int
 
 	inSystem      int
 	transfers     int
@@ -217,6 +272,11 @@ type engine struct {
 
 	// onDone, when set (tests), sees every completion.
 	onDone func(seq int64, node int, rt time.Duration)
+	// onStart and onMove, when set (tests), see every request handed to
+	// a slot and every request leaving a node (periodic move, pull,
+	// arrival push; from is the node it leaves).
+	onStart func(seq int64, node int)
+	onMove  func(seq int64, from, to int)
 }
 
 func newEngine(cfg Config) (*engine, error) {
@@ -229,6 +289,7 @@ func newEngine(cfg Config) (*engine, error) {
 		xferDel:       int64(cfg.TransferDelay),
 		gosDel:        int64(cfg.GossipDelay),
 		stale:         int64(cfg.StaleAfter),
+		ctlDel:        int64(cfg.ControlDelay),
 		firstMeasured: -1,
 		sizeCap:       math.MaxInt64 / 4,
 	}
@@ -240,11 +301,12 @@ func newEngine(cfg Config) (*engine, error) {
 		// One FIFO feeding all n*m slots is one node with n*m slots.
 		e.n, e.m, e.kind = 1, cfg.Nodes*cfg.Concurrency, policy.KindNone
 	} else {
-		p, err := policy.Lookup(cfg.Policy)
+		p, err := cfg.policy()
 		if err != nil {
 			return nil, err
 		}
 		e.kind, e.planner, e.picker = p.Kind, p.Planner, p.Picker
+		e.puller, e.pusher, e.rules, e.holder = p.Puller, p.Pusher, p.Pull, p.Holder
 	}
 	gen, err := workload.NewGenerator(cfg.Workload, cfg.Rate, cfg.Seed)
 	if err != nil {
@@ -255,6 +317,8 @@ func newEngine(cfg Config) (*engine, error) {
 	e.busy = make([]int, e.n)
 	e.movable = make([]int, e.n)
 	e.load = make([]int, e.n)
+	e.inflight = make([]int, e.n)
+	e.reserved = make([]int, e.n)
 	if e.kind == policy.KindTransfer {
 		rng := rand.New(rand.NewPCG(cfg.Seed^0x5851f42d4c957f2d, 0x14057b7ef767814f))
 		e.gossip = newTicker(int64(cfg.GossipInterval), e.n, rng)
@@ -262,13 +326,35 @@ func newEngine(cfg Config) (*engine, error) {
 		// Entries not yet visible span at most GossipDelay, so at most
 		// delay/interval+1 of them, plus the visible one.
 		e.ringK = int(e.gosDel/int64(cfg.GossipInterval)) + 2
+		if e.rules.GossipOnChange {
+			// Extra publications: room for many within one gossip delay
+			// (beyond that the oldest invisible one is dropped).
+			e.onChange = true
+			e.lastHead = make([]bool, e.n)
+			e.ringK += 14
+		}
 		e.pubT = make([]int64, e.n*e.ringK)
 		e.pubL = make([]int, e.n*e.ringK)
+		e.pubH = make([]int64, e.n*e.ringK)
 		e.pubHead = make([]int, e.n)
 		e.pubCnt = make([]int, e.n)
 		e.view = make([]policy.NodeLoad, e.n)
 		for i := range e.view {
 			e.view[i].Concurrency = e.m
+		}
+		e.wire = newWireSizes(cfg)
+		if cfg.Gossip == GossipPiggyback {
+			e.pb = newPiggyback(e, rand.New(rand.NewPCG(cfg.Seed^0x2545f4914f6cdd1d, 0x9e3779b97f4a7c15)))
+		}
+	}
+	if e.puller != nil || e.pusher != nil {
+		e.drng = rand.New(rand.NewPCG(cfg.Seed^0x6a09e667f3bcc909, 0xbb67ae8584caa73b))
+	}
+	if e.holder != nil {
+		e.dOut = make([]int, e.n)
+		e.dConc = make([]int, e.n)
+		for i := range e.dConc {
+			e.dConc[i] = e.m
 		}
 	}
 	if est := int(cfg.Rate * cfg.Duration.Seconds() * 1.01); est > 0 {
@@ -289,7 +375,10 @@ func (e *engine) schedule(t int64, kind uint8, node int, slot int32) {
 }
 
 func (e *engine) run() {
-	for e.err == nil && (e.hasArr || e.inSystem > 0) {
+	// Messages still in flight when the last request completes (a pull
+	// that will miss, cq's last completion notices) are delivered too;
+	// gossip in flight (which the ticks keep producing) is not waited for.
+	for e.err == nil && (e.hasArr || e.inSystem > 0 || len(e.heap) > e.gossipInFlight) {
 		tH := int64(never)
 		if len(e.heap) > 0 {
 			tH = e.heap[0].t
@@ -304,10 +393,26 @@ func (e *engine) run() {
 		case tH <= tA && tH <= tG && tH <= tP:
 			ev := e.heap.pop()
 			e.now = ev.t
-			if ev.kind == evDone {
+			switch ev.kind {
+			case evDone:
 				e.done(int(ev.node), ev.slot)
-			} else {
+			case evXfer:
 				e.enqueue(int(ev.node), ev.slot)
+			case evPullReq:
+				e.pullReq(int(ev.node), ev.slot)
+			case evPullMiss:
+				e.pullMiss(ev.slot)
+			case evPullXfer:
+				e.pullArrive(ev.slot)
+			case evSeen:
+				e.gossipInFlight--
+				e.seen(int(ev.node))
+			case evRecv:
+				e.gossipInFlight--
+				e.pb.recv(int(ev.node), ev.slot)
+			case evNotice:
+				e.dOut[ev.node]--
+				e.dispatch()
 			}
 		case tA <= tG && tA <= tP:
 			e.now = tA
@@ -352,6 +457,12 @@ func (e *engine) arrive() {
 		e.rts = append(e.rts, 0)
 	}
 	e.inSystem++
+	if e.holder != nil {
+		e.dq.push(s)
+		e.dispatch()
+		e.nextArrival()
+		return
+	}
 	d := policy.DispatchView{Outstanding: e.load, Seq: uint64(seq)}
 	if e.snapshotBursts && e.kind == policy.KindDispatch {
 		if seq == 0 || e.now != e.lastArr {
@@ -370,24 +481,46 @@ func (e *engine) arrive() {
 		e.err = fmt.Errorf("policy %s picked node %d of %d", e.cfg.Policy, target, e.n)
 		return
 	}
+	if e.pusher != nil && e.busy[target]+e.reserved[target] >= e.m {
+		if to := e.pusher.PushArrival(e.buildView(target), e.drng.Uint64()); to >= 0 {
+			if to >= e.n || to == target {
+				e.err = fmt.Errorf("policy %s pushed an arrival at node %d to node %d of %d", e.cfg.Policy, target, to, e.n)
+				return
+			}
+			if e.onMove != nil {
+				e.onMove(seq, target, to)
+			}
+			e.rHop[s] = true
+			e.nPushes++
+			e.transfers++
+			e.schedule(e.now+e.xferDel, evXfer, to, s)
+			e.nextArrival()
+			return
+		}
+	}
 	e.enqueue(target, s)
 	e.nextArrival()
 }
 
-// enqueue puts request s on node i: into a free slot, else at the queue tail.
+// enqueue puts request s on node i: into a free slot, else at the queue
+// tail. A slot reserved for a pull in flight is not free.
 func (e *engine) enqueue(i int, s int32) {
 	e.load[i]++
-	if e.busy[i] < e.m {
+	if e.busy[i]+e.reserved[i] < e.m {
 		e.start(i, s)
-		return
+	} else {
+		e.q[i].push(s)
+		if !e.rHop[s] {
+			e.movable[i]++
+		}
 	}
-	e.q[i].push(s)
-	if !e.rHop[s] {
-		e.movable[i]++
-	}
+	e.changed(i)
 }
 
 func (e *engine) start(i int, s int32) {
+	if e.onStart != nil {
+		e.onStart(e.rSeq[s], i)
+	}
 	e.busy[i]++
 	e.schedule(e.now+e.rSize[s], evDone, i, s)
 }
@@ -405,17 +538,88 @@ func (e *engine) done(i int, s int32) {
 		e.onDone(seq, i, rt)
 	}
 	e.free = append(e.free, s)
-	if e.q[i].len() > 0 {
-		next := e.q[i].pop()
-		if !e.rHop[next] {
-			e.movable[i]--
+	if e.holder != nil {
+		e.schedule(e.now+e.ctlDel, evNotice, i, 0)
+	}
+	if e.rules.Overtake && e.q[i].len() > 0 && e.tryOvertake(i) {
+		e.changed(i)
+		return
+	}
+	if !e.startNext(i) && e.puller != nil {
+		e.tryPull(i)
+	}
+	e.changed(i)
+}
+
+// startNext starts node i's queue head in a free slot, if there are both.
+func (e *engine) startNext(i int) bool {
+	if e.q[i].len() == 0 || e.busy[i]+e.reserved[i] >= e.m {
+		return false
+	}
+	next := e.q[i].pop()
+	if !e.rHop[next] {
+		e.movable[i]--
+	}
+	e.start(i, next)
+	return true
+}
+
+// headArr is the arrival time of node i's oldest movable waiting request,
+// -1 when it has none.
+func (e *engine) headArr(i int) int64 {
+	if p := e.headPos(i); p >= 0 {
+		q := &e.q[i]
+		return e.rArr[q.buf[q.head+p]]
+	}
+	return -1
+}
+
+// headPos is the queue position of node i's oldest movable waiting
+// request, -1 when it has none.
+func (e *engine) headPos(i int) int {
+	if e.movable[i] == 0 {
+		return -1
+	}
+	q := &e.q[i]
+	for p, s := range q.buf[q.head:] {
+		if !e.rHop[s] {
+			return p
 		}
-		e.start(i, next)
+	}
+	return -1
+}
+
+// published is the load index node i gossips: a slot reserved for a pull
+// counts as busy.
+func (e *engine) published(i int) int { return e.load[i] + e.reserved[i] }
+
+// hasHead is what PullRules.GossipOnChange watches: whether node i has a
+// movable waiting request.
+func (e *engine) hasHead(i int) bool { return e.movable[i] > 0 }
+
+// changed publishes node i's entry at once when whether it has a head
+// changed since its last publication (PullRules.GossipOnChange).
+func (e *engine) changed(i int) {
+	if e.onChange && e.hasHead(i) != e.lastHead[i] {
+		e.nChanges++
+		e.publishEntry(i, true)
 	}
 }
 
-// publish is node i's gossip tick: it publishes its current load.
-func (e *engine) publish(i int) {
+// publish is node i's gossip tick: it publishes its current load and head.
+func (e *engine) publish(i int) { e.publishEntry(i, false) }
+
+// publishEntry publishes node i's entry; extra marks a publication outside
+// the ticks (GossipOnChange), which under piggyback gossip carries the own
+// entry alone.
+func (e *engine) publishEntry(i int, extra bool) {
+	if e.onChange {
+		e.lastHead[i] = e.hasHead(i)
+	}
+	if e.pb != nil {
+		e.pb.tick(i, extra)
+		return
+	}
 	e.promote(i)
 	base, k := i*e.ringK, e.ringK
 	if e.pubCnt[i] == k { // cannot happen with ringK sized as above
@@ -423,8 +627,21 @@ func (e *engine) publish(i int) {
 		e.pubCnt[i]--
 	}
 	pos := base + (e.pubHead[i]+e.pubCnt[i])%k
-	e.pubT[pos], e.pubL[pos] = e.now, e.load[i]
+	h := e.headArr(i)
+	e.pubT[pos], e.pubL[pos], e.pubH[pos] = e.now, e.published(i), h
 	e.pubCnt[i]++
+	e.gossipBytes += int64(e.n-1) * int64(e.wire.datagram(e.wire.entry(e.published(i), 0, headAge(e.now, h))))
+	if h >= 0 && e.puller != nil && e.rules.OnGossip {
+		e.gossipInFlight++
+		e.schedule(e.now+e.gosDel, evSeen, i, 0)
+	}
+}
+
+func headAge(now, arr int64) int64 {
+	if arr < 0 {
+		return 0
+	}
+	return max(now-arr, 1)
 }
 
 // promote drops node j's entries superseded by a newer visible one, so that
@@ -441,6 +658,35 @@ func (e *engine) promote(j int) {
 	}
 }
 
+// buildView fills e.view with what node i sees now: its own live load
+// (pulls in flight counting as load) and head, and the others' latest
+// visible gossip entries.
+func (e *engine) buildView(i int) policy.View {
+	if e.pb != nil {
+		e.pb.view(i)
+	} else {
+		for j := range e.view {
+			if j == i {
+				continue
+			}
+			v := &e.view[j]
+			e.promote(j)
+			pos := j*e.ringK + e.pubHead[j]
+			if e.pubCnt[j] == 0 || e.pubT[pos]+e.gosDel > e.now {
+				v.Load, v.Known, v.Age, v.HeadAge = 0, false, 0, 0
+				continue
+			}
+			age := e.now - e.pubT[pos]
+			v.Load, v.Known, v.Age = e.pubL[pos], age <= e.stale, time.Duration(age)
+			v.HeadAge = time.Duration(headAge(e.now, e.pubH[pos]))
+		}
+	}
+	v := &e.view[i]
+	v.Load, v.Known, v.Age = e.load[i]+e.inflight[i], true, 0
+	v.HeadAge = time.Duration(headAge(e.now, e.headArr(i)))
+	return policy.View{Self: i, Nodes: e.view}
+}
+
 // activateNode is node i's policy tick: view, plan, move from the tail.
 func (e *engine) activateNode(i int) {
 	if e.movable[i] == 0 {
@@ -448,22 +694,7 @@ func (e *engine) activateNode(i int) {
 		// them may move: the plan could not change anything.
 		return
 	}
-	for j := range e.view {
-		v := &e.view[j]
-		if j == i {
-			v.Load, v.Known, v.Age = e.load[i], true, 0
-			continue
-		}
-		e.promote(j)
-		pos := j*e.ringK + e.pubHead[j]
-		if e.pubCnt[j] == 0 || e.pubT[pos]+e.gosDel > e.now {
-			v.Load, v.Known, v.Age = 0, false, 0
-			continue
-		}
-		age := e.now - e.pubT[pos]
-		v.Load, v.Known, v.Age = e.pubL[pos], age <= e.stale, time.Duration(age)
-	}
-	for _, mv := range e.planner.Plan(policy.View{Self: i, Nodes: e.view}) {
+	for _, mv := range e.planner.Plan(e.buildView(i)) {
 		if mv.From != i || mv.To < 0 || mv.To >= e.n || mv.To == i || mv.Count < 0 {
 			e.err = fmt.Errorf("policy %s planned an invalid move %+v for node %d of %d", e.cfg.Policy, mv, i, e.n)
 			return
@@ -489,6 +720,9 @@ func (e *engine) move(i, to, k int) {
 	}
 	for x := len(picked) - 1; x >= 0; x-- { // oldest first
 		s := buf[picked[x]]
+		if e.onMove != nil {
+			e.onMove(e.rSeq[s], i, to)
+		}
 		e.rHop[s] = true
 		e.schedule(e.now+e.xferDel, evXfer, to, s)
 		buf[picked[x]] = -1
@@ -504,6 +738,8 @@ func (e *engine) move(i, to, k int) {
 	e.load[i] -= len(picked)
 	e.movable[i] -= len(picked)
 	e.transfers += len(picked)
+	e.nMoves += len(picked)
+	e.changed(i)
 }
 
 func (e *engine) result() Result {
@@ -512,7 +748,14 @@ func (e *engine) result() Result {
 		ResponseTimes: e.rts,
 		Requests:      int(e.arrSeq),
 		Transfers:     e.transfers,
+		Moves:         e.nMoves,
+		Pulls:         e.nPulls,
+		PullMisses:    e.nMisses,
+		ArrivalPushes: e.nPushes,
 		Events:        e.events,
+	}
+	if e.now > 0 && e.n > 0 {
+		r.GossipBytesPerNodeSec = float64(e.gossipBytes) / float64(e.n) / (float64(e.now) / 1e9)
 	}
 	r.summarise()
 	return r

@@ -21,6 +21,30 @@
 //     planned number of requests from the tail of its waiting queue to each
 //     target. A moved request reaches the target's queue tail TransferDelay
 //     later and is never moved again (hop limit 1).
+//   - With a policy that has a Puller (steal), a node whose slot frees with
+//     nothing waiting locally (and, with PullRules.OnGossip, an idle node
+//     that sees an entry showing a head) asks the peers the Puller lists,
+//     one at a time: the request takes ControlDelay to reach the peer, the
+//     peer hands over its oldest movable waiting request, which reaches the
+//     puller TransferDelay later, or answers "nothing movable", which takes
+//     ControlDelay back, and the next peer is asked. With PullRules.Reserve
+//     the slot waits for the pulled request; with PullRules.Overtake a slot
+//     that frees while requests wait locally asks the Puller too; with
+//     PullRules.GossipOnChange a node publishes at once when it gets or
+//     loses a head; under direct gossip PullRules.GossipPullers thins the
+//     idle nodes that pull on one entry. A policy with an ArrivalPusher
+//     decides for every arrival that finds no free slot whether it goes at
+//     once to a peer (TransferDelay). Moved requests never move again.
+//   - With a policy that has a Holder (cq), a dispatcher holds arrivals in
+//     one FIFO and sends the head to the node the Holder names: it arrives
+//     TransferDelay later; the dispatcher learns of each completion
+//     ControlDelay after it.
+//   - Gossip is "direct" (every node's entry reaches every other node
+//     GossipDelay after each tick: the daemon's default, O(n) datagrams per
+//     node per tick) or "piggyback" (each tick a node sends one datagram of
+//     at most DatagramBytes to Fanout random peers, with its own entry and
+//     relayed ones: bounded cost per node; see gossip.go). Either way the
+//     run counts the bytes every node sends with the daemon's wire sizes.
 //   - The reference policy "central" is one FIFO queue feeding every free
 //     slot of the cluster (M/G/n): the work-conserving limit no dispatching
 //     or transfer policy can beat.
@@ -56,6 +80,26 @@ import (
 // real cluster can run it.
 const Central = "central"
 
+// Gossip mechanisms (Config.Gossip), named as in internal/cluster.
+const (
+	// GossipDirect: every tick a node's entry goes to every other node.
+	GossipDirect = "direct"
+	// GossipPiggyback: every tick a node sends one datagram to Fanout
+	// random peers holding its own entry and relayed ones.
+	GossipPiggyback = "piggyback"
+)
+
+// Relay orders for piggyback gossip (Config.Relay).
+const (
+	// RelayRotate relays fresh entries in ring order from where the
+	// previous datagram stopped, as internal/cluster does today.
+	RelayRotate = "rotate"
+	// RelayHeads relays first the entries whose head state is news (a head
+	// shown, or a head gone since the previous entry), youngest first,
+	// then rotates through the rest.
+	RelayHeads = "heads"
+)
+
 // Config describes one simulated run.
 type Config struct {
 	// Nodes is the number of nodes, n.
@@ -83,8 +127,29 @@ type Config struct {
 	StaleAfter time.Duration
 	// GossipDelay is how long a published entry takes to reach the others.
 	GossipDelay time.Duration
-	// TransferDelay is how long a moved request takes to reach its target.
+	// TransferDelay is how long a moved request takes to reach its target
+	// (a push, a pulled request on its way to the puller, a request sent
+	// by cq's dispatcher).
 	TransferDelay time.Duration
+	// ControlDelay is how long a small control message takes one way: a
+	// pull request to the asked peer, a miss back to the puller, a
+	// completion notice to cq's dispatcher.
+	ControlDelay time.Duration
+	// Gossip is the gossip mechanism: GossipDirect ("" too) or
+	// GossipPiggyback.
+	Gossip string
+	// Fanout is how many random peers receive each piggyback datagram.
+	Fanout int
+	// DatagramBytes bounds a piggyback datagram (memberlist's UDP buffer,
+	// 1400 bytes, framing included).
+	DatagramBytes int
+	// Relay is the piggyback relay order: RelayRotate ("" too) or
+	// RelayHeads.
+	Relay string
+	// Steal, when set, replaces the registered steal's configuration (a
+	// design study knob); Policy must then be "steal". nil runs the
+	// registered steal.
+	Steal *policy.StealConfig
 	// SizeCap, when positive, clips every request size to at most SizeCap.
 	// Zero (the default) keeps the sizes exactly as the workload draws
 	// them. It is a study knob: docs/sim.md uses it to test whether the
@@ -100,8 +165,10 @@ type Config struct {
 
 // DefaultConfig returns the paper's setting: 16 nodes, m = 1, nu, the
 // standard workload at 320 req/s (80 % load), 200 s with 20 s warm-up,
-// gossip every 20 ms, activation every 40 ms, entries stale after 100 ms,
-// 0.5 ms gossip delay and 1 ms transfer delay.
+// direct gossip every 20 ms, activation every 40 ms, entries stale after
+// 100 ms, 0.5 ms gossip delay, 1 ms transfer delay, 0.5 ms control delay;
+// for piggyback gossip, fanout 3 and 1400-byte datagrams relayed in
+// rotation (as internal/cluster).
 func DefaultConfig() Config {
 	std, err := workload.Lookup("standard")
 	if err != nil {
@@ -121,6 +188,11 @@ func DefaultConfig() Config {
 		StaleAfter:         100 * time.Millisecond,
 		GossipDelay:        500 * time.Microsecond,
 		TransferDelay:      time.Millisecond,
+		ControlDelay:       500 * time.Microsecond,
+		Gossip:             GossipDirect,
+		Fanout:             3,
+		DatagramBytes:      1400,
+		Relay:              RelayRotate,
 	}
 }
 
@@ -151,16 +223,37 @@ func (c Config) Validate() error {
 		return fmt.Errorf("transfer delay must not be negative, got %s", c.TransferDelay)
 	case c.SizeCap < 0:
 		return fmt.Errorf("size cap must not be negative, got %s", c.SizeCap)
+	case c.ControlDelay < 0:
+		return fmt.Errorf("control delay must not be negative, got %s", c.ControlDelay)
+	case c.Gossip != "" && c.Gossip != GossipDirect && c.Gossip != GossipPiggyback:
+		return fmt.Errorf("gossip must be %q or %q, got %q", GossipDirect, GossipPiggyback, c.Gossip)
+	case c.Relay != "" && c.Relay != RelayRotate && c.Relay != RelayHeads:
+		return fmt.Errorf("relay must be %q or %q, got %q", RelayRotate, RelayHeads, c.Relay)
+	case c.Gossip == GossipPiggyback && (c.Fanout < 1 || c.Fanout > 64):
+		return fmt.Errorf("fanout must be in [1, 64] for piggyback gossip, got %d", c.Fanout)
+	case c.Gossip == GossipPiggyback && (c.DatagramBytes < 200 || c.DatagramBytes > 65000):
+		return fmt.Errorf("datagram bytes must be in [200, 65000] for piggyback gossip, got %d", c.DatagramBytes)
+	case c.Steal != nil && c.Policy != "steal":
+		return fmt.Errorf("a steal configuration needs policy steal, got %q", c.Policy)
 	}
 	if err := c.Workload.Validate(); err != nil {
 		return err
 	}
 	if c.Policy != Central {
-		if _, err := policy.Lookup(c.Policy); err != nil {
+		if _, err := c.policy(); err != nil {
 			return fmt.Errorf("policy: %w", err)
 		}
 	}
 	return nil
+}
+
+// policy resolves c.Policy: the registry's entry, or steal built from
+// c.Steal when that is set.
+func (c Config) policy() (policy.Policy, error) {
+	if c.Steal != nil {
+		return policy.NewSteal(*c.Steal)
+	}
+	return policy.Lookup(c.Policy)
 }
 
 // Load is the offered load per slot: Rate times the mean request size over
@@ -182,10 +275,23 @@ type Result struct {
 	// Measured is len(ResponseTimes): the requests that arrived after the
 	// warm-up.
 	Measured int
-	// Transfers is how many times a request was moved between nodes.
+	// Transfers is how many times a request was moved between nodes:
+	// Moves + Pulls + ArrivalPushes. cq's dispatches are not transfers (as
+	// for rr and ct, every request passes the dispatcher once).
 	Transfers int
 	// TransfersPerRequest is Transfers / Requests.
 	TransfersPerRequest float64
+	// Moves counts requests moved by a Planner (periodic pushes).
+	Moves int
+	// Pulls counts requests handed to a puller; PullMisses the asks that
+	// found nothing movable.
+	Pulls, PullMisses int
+	// ArrivalPushes counts arrivals an ArrivalPusher sent on at once.
+	ArrivalPushes int
+	// GossipBytesPerNodeSec is the gossip every node sends, in wire bytes
+	// per second (IP/UDP and memberlist framing included, see wireSizes),
+	// averaged over nodes and the whole run; 0 without a transfer policy.
+	GossipBytesPerNodeSec float64
 	// MeanMs and the percentiles (stats.Percentile's definition) summarise
 	// ResponseTimes in milliseconds.
 	MeanMs, P50Ms, P95Ms, P99Ms, P995Ms float64

@@ -48,6 +48,12 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, 100*time.Millisecond, c.StaleAfter)
 	assert.Equal(t, 500*time.Microsecond, c.GossipDelay)
 	assert.Equal(t, time.Millisecond, c.TransferDelay)
+	assert.Equal(t, 500*time.Microsecond, c.ControlDelay)
+	assert.Equal(t, GossipDirect, c.Gossip)
+	assert.Equal(t, 3, c.Fanout)
+	assert.Equal(t, 1400, c.DatagramBytes)
+	assert.Equal(t, RelayRotate, c.Relay)
+	assert.Nil(t, c.Steal, "the registered steal")
 	assert.InDelta(t, 0.8, c.Load(), 1e-9)
 }
 
@@ -88,6 +94,30 @@ func TestConfigValidate(t *testing.T) {
 		{"negative size cap", func(c *Config) { c.SizeCap = -1 }, "size cap"},
 		// A cap is a valid study knob.
 		{"size cap", func(c *Config) { c.SizeCap = 2 * time.Second }, ""},
+		// steal and cq are registered.
+		{"steal", func(c *Config) { c.Policy = "steal" }, ""},
+		{"cq", func(c *Config) { c.Policy = "cq" }, ""},
+		// A steal design of its own.
+		{"steal config", func(c *Config) { sc := policy.DefaultStealConfig(); c.Policy, c.Steal = "steal", &sc }, ""},
+		// Piggyback gossip with head news first.
+		{"piggyback", func(c *Config) { c.Gossip, c.Relay = GossipPiggyback, RelayHeads }, ""},
+		// Empty mechanism and relay mean the defaults.
+		{"empty gossip and relay", func(c *Config) { c.Gossip, c.Relay = "", "" }, ""},
+		{"negative control delay", func(c *Config) { c.ControlDelay = -1 }, "control delay"},
+		{"unknown gossip", func(c *Config) { c.Gossip = "shout" }, "gossip must be"},
+		{"unknown relay", func(c *Config) { c.Relay = "random" }, "relay must be"},
+		{"zero fanout", func(c *Config) { c.Gossip, c.Fanout = GossipPiggyback, 0 }, "fanout"},
+		{"tiny datagram", func(c *Config) { c.Gossip, c.DatagramBytes = GossipPiggyback, 100 }, "datagram bytes"},
+		// Fanout and datagram size only matter for piggyback.
+		{"direct ignores fanout", func(c *Config) { c.Fanout, c.DatagramBytes = 0, 0 }, ""},
+		// A steal design needs the steal policy.
+		{"steal config on nu", func(c *Config) { sc := policy.DefaultStealConfig(); c.Steal = &sc }, "needs policy steal"},
+		// An invalid steal design is named.
+		{"bad steal config", func(c *Config) {
+			sc := policy.DefaultStealConfig()
+			sc.Attempts = 0
+			c.Policy, c.Steal = "steal", &sc
+		}, "attempts"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,22 +223,46 @@ func runTraced(t *testing.T, cfg Config, onDone func(seq int64, node int, rt tim
 	return e, e.result()
 }
 
-// TestConservation is a property test: on random configs every request
-// completes exactly once, no node ever holds anything at the end, and
-// every response time is at least its service time.
+// randomSteal draws a steal design: any order, k, attempts, rules,
+// overtake, arrival push and periodic planner the policy accepts.
+func randomSteal(rng *rand.Rand) *policy.StealConfig {
+	c := policy.StealConfig{
+		Order:       policy.PullOrder(rng.IntN(3)),
+		K:           1 + rng.IntN(6),
+		Attempts:    1 + rng.IntN(policy.MaxPullAttempts),
+		PushArrival: rng.IntN(3) == 0,
+		PushTarget:  policy.PushTarget(rng.IntN(2)),
+		Periodic:    []string{"", "", "nu-exact", "nu", "ll"}[rng.IntN(5)],
+		Rules:       policy.PullRules{Reserve: rng.IntN(2) == 0, OnGossip: rng.IntN(2) == 0, GossipPullers: rng.IntN(3), GossipOnChange: rng.IntN(2) == 0},
+	}
+	if c.Rules.Reserve && rng.IntN(2) == 0 {
+		c.Overtake = time.Duration(rng.Int64N(int64(300 * time.Millisecond)))
+	}
+	return &c
+}
+
+// TestConservation is a property test: on random configs (every policy,
+// random steal designs, both gossip mechanisms) every request completes
+// exactly once, is handed to a slot exactly once, never moves once in
+// service and moves at most once (hop limit 1, whether by a periodic move,
+// a pull or an arrival push); no node holds anything at the end, no pull is
+// left in flight, and cq's dispatcher ends empty with its counts at zero.
 func TestConservation(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	policies := append(policy.Names(), Central)
+	policies := append(policy.Names(), Central, "steal-random", "steal-random")
 	wls := workload.Presets()
-	runs := 40
+	runs := 60
 	if testing.Short() {
-		runs = 10
+		runs = 15
 	}
 	for k := range runs {
 		c := DefaultConfig()
 		c.Nodes = 1 + rng.IntN(24)
 		c.Concurrency = 1 + rng.IntN(3)
 		c.Policy = policies[rng.IntN(len(policies))]
+		if c.Policy == "steal-random" {
+			c.Policy, c.Steal = "steal", randomSteal(rng)
+		}
 		c.Workload = preset(t, wls[rng.IntN(len(wls))])
 		c.Rate = float64(c.Nodes*c.Concurrency) * 25 * (0.1 + rng.Float64()) // up to 110 % load
 		c.Duration = time.Duration(1+rng.IntN(20)) * time.Second
@@ -218,37 +272,84 @@ func TestConservation(t *testing.T) {
 		c.StaleAfter = time.Duration(1+rng.IntN(200)) * time.Millisecond
 		c.GossipDelay = time.Duration(rng.Int64N(int64(40 * time.Millisecond)))
 		c.TransferDelay = time.Duration(rng.Int64N(int64(5 * time.Millisecond)))
+		c.ControlDelay = time.Duration(rng.Int64N(int64(3 * time.Millisecond)))
+		if rng.IntN(3) == 0 {
+			c.Gossip, c.Relay = GossipPiggyback, []string{RelayRotate, RelayHeads}[rng.IntN(2)]
+			c.Fanout, c.DatagramBytes = 1+rng.IntN(4), 200+rng.IntN(1300)
+		}
 		c.Seed = rng.Uint64()
 
-		var seen []int
-		e, r := runTraced(t, c, func(seq int64, _ int, rt time.Duration) {
-			for int64(len(seen)) <= seq {
-				seen = append(seen, 0)
+		var seen, started, moved []int
+		grow := func(xs *[]int, seq int64) {
+			for int64(len(*xs)) <= seq {
+				*xs = append(*xs, 0)
 			}
+		}
+		e, err := newEngine(c)
+		require.NoError(t, err, "run %d", k)
+		e.onDone = func(seq int64, _ int, rt time.Duration) {
+			grow(&seen, seq)
 			seen[seq]++
 			if rt < 0 {
 				t.Errorf("run %d: negative response time %v", k, rt)
 			}
-		})
+		}
+		e.onStart = func(seq int64, _ int) {
+			grow(&started, seq)
+			started[seq]++
+			if started[seq] > 1 {
+				t.Errorf("run %d: request %d handed to a slot twice", k, seq)
+			}
+		}
+		e.onMove = func(seq int64, from, to int) {
+			grow(&started, seq)
+			grow(&moved, seq)
+			if started[seq] > 0 {
+				t.Errorf("run %d (%s): request %d moved from %d to %d while in service", k, c.Policy, seq, from, to)
+			}
+			if moved[seq] > 0 {
+				t.Errorf("run %d (%s): request %d moved a second time", k, c.Policy, seq)
+			}
+			if from == to {
+				t.Errorf("run %d: request %d moved to the node it was on", k, seq)
+			}
+			moved[seq]++
+		}
+		e.run()
+		require.NoError(t, e.err, "run %d", k)
+		r := e.result()
 		require.Len(t, seen, r.Requests, "run %d (%+v): every arrival completes", k, c)
 		for seq, n := range seen {
 			require.Equal(t, 1, n, "run %d: request %d completed %d times", k, seq, n)
+			require.Equal(t, 1, started[seq], "run %d: request %d started %d times", k, seq, started[seq])
 		}
 		assert.Zero(t, e.inSystem, "run %d", k)
-		assert.Len(t, e.heap, 0, "run %d", k)
+		assert.Equal(t, e.gossipInFlight, len(e.heap), "run %d: only gossip left in flight", k)
 		for i := range e.load {
 			assert.Zero(t, e.load[i], "run %d node %d load", k, i)
 			assert.Zero(t, e.busy[i], "run %d node %d busy", k, i)
 			assert.Zero(t, e.q[i].len(), "run %d node %d queue", k, i)
 			assert.Zero(t, e.movable[i], "run %d node %d movable", k, i)
+			assert.Zero(t, e.inflight[i], "run %d node %d pulls in flight", k, i)
+			assert.Zero(t, e.reserved[i], "run %d node %d reserved slots", k, i)
+		}
+		assert.Zero(t, e.dq.len(), "run %d: cq's FIFO", k)
+		for i, o := range e.dOut {
+			assert.Zero(t, o, "run %d: cq's count of node %d", k, i)
 		}
 		assert.Equal(t, r.Measured, len(r.ResponseTimes))
 		for _, d := range r.ResponseTimes {
 			require.Positive(t, d, "run %d: every measured request has a response time", k)
 		}
-		if c.Policy == "none" || c.Policy == Central || c.Policy == "rr" || c.Policy == "ct" {
+		if c.Policy == "none" || c.Policy == Central || c.Policy == "rr" || c.Policy == "ct" || c.Policy == "cq" {
 			assert.Zero(t, r.Transfers, "run %d: %s moves nothing", k, c.Policy)
 		}
+		assert.Equal(t, r.Moves+r.Pulls+r.ArrivalPushes, r.Transfers, "run %d: every transfer is a move, a pull or a push", k)
+		total := 0
+		for _, n := range moved {
+			total += n
+		}
+		assert.Equal(t, r.Transfers, total, "run %d: the hook saw every transfer", k)
 		assert.LessOrEqual(t, r.Transfers, r.Requests, "run %d: hop limit 1", k)
 	}
 }
