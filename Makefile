@@ -16,7 +16,7 @@ TESTFLAGS ?=
 HOGS ?= 2
 FUZZTIME ?= 30s
 
-.PHONY: help build test test-loaded test-short lint bench bench-conns bench-transfers bench-gossip bench-goodput demo paper proto fuzz clean tools chaos
+.PHONY: help build test test-short lint bench bench-conns bench-transfers bench-gossip bench-goodput demo paper proto fuzz clean tools chaos
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -28,6 +28,7 @@ build: ## build swd, swdctl, dummyapp, loadgen into bin/ (static)
 test: test-deps build ## run every test with the race detector (end-to-end tests use bin/; test-deps installs Prometheus and Chromium where it can)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
+.PHONY: test-loaded
 test-loaded: ## `make test` with HOGS (2) busy loops taking the CPUs, as on a busy 2-core CI machine; no cached results (scripts/under-load.sh)
 	bash scripts/under-load.sh -n $(HOGS) $(MAKE) test TESTFLAGS='-count=1 $(TESTFLAGS)'
 

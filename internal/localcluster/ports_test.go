@@ -30,6 +30,33 @@ func TestPortCandidates(t *testing.T) {
 	}
 }
 
+func TestPickPort(t *testing.T) {
+	cases := []struct {
+		name   string
+		ranges [][2]int
+		want   int
+	}{
+		// No candidates: 0, the kernel picks.
+		{"none", nil, 0},
+		// One port in one range.
+		{"one port", [][2]int{{12345, 12345}}, 12345},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, pickPort(c.ranges))
+		})
+	}
+	// Every pick from two ranges lies in one of them, and both are drawn.
+	ranges := [][2]int{{20000, 20003}, {40000, 40003}}
+	seen := map[int]bool{}
+	for range 1000 {
+		p := pickPort(ranges)
+		require.True(t, (p >= 20000 && p <= 20003) || (p >= 40000 && p <= 40003), "port %d", p)
+		seen[p] = true
+	}
+	assert.Len(t, seen, 8, "every candidate is drawn")
+}
+
 // FreePorts hands out distinct ports, outside the ephemeral range when
 // there is room, free for TCP and UDP, never the same one twice.
 func TestFreePorts(t *testing.T) {
