@@ -10,8 +10,6 @@ GOVULNCHECK_MOD := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 TEST_TIMEOUT ?= 25m
-# TESTFLAGS are extra `go test` flags for `make test` (e.g. -count=1 -v).
-TESTFLAGS ?=
 # HOGS is how many busy loops `make test-loaded` runs beside the suite.
 HOGS ?= 2
 FUZZTIME ?= 30s
@@ -26,11 +24,11 @@ build: ## build swd, swdctl, dummyapp, loadgen into bin/ (static)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 test: test-deps build ## run every test with the race detector (end-to-end tests use bin/; test-deps installs Prometheus and Chromium where it can)
-	$(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
+	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-loaded
 test-loaded: ## `make test` with HOGS (2) busy loops taking the CPUs, as on a busy 2-core CI machine; no cached results (scripts/under-load.sh)
-	bash scripts/under-load.sh -n $(HOGS) $(MAKE) test TESTFLAGS='-count=1 $(TESTFLAGS)'
+	GOFLAGS="-count=1 $$GOFLAGS" bash scripts/under-load.sh -n $(HOGS) $(MAKE) test
 
 test-short: build ## quick test run without the race detector
 	$(GO) test -short -timeout 10m ./...
