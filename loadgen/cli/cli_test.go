@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,6 +230,17 @@ func TestCompareCommand(t *testing.T) {
 	}
 }
 
+// cells splits a table line at runs of two or more spaces.
+func cells(line string) []string {
+	var out []string
+	for _, c := range strings.Split(line, "  ") {
+		if c = strings.TrimSpace(c); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // tableBlock is one block of a table report: its title, its header (the
 // word "policy" and then the column names) and its rows (a policy and then
 // its cells).
@@ -246,20 +256,19 @@ type tableBlock struct {
 // "key: value" line; cells are separated by two or more spaces (a cell such
 // as "< 40" holds one).
 func tableBlocks(out string) []tableBlock {
-	sep := regexp.MustCompile(`\s{2,}`)
 	var blocks []tableBlock
 	for _, chunk := range strings.Split(out, "\n\n") {
 		lines := strings.Split(chunk, "\n")
 		if len(lines) < 2 || !strings.HasPrefix(strings.TrimSpace(lines[1]), "policy") {
 			continue
 		}
-		b := tableBlock{title: lines[0], header: sep.Split(strings.TrimSpace(lines[1]), -1)}
+		b := tableBlock{title: lines[0], header: cells(lines[1])}
 		for _, l := range lines[2:] {
 			l = strings.TrimSpace(l)
 			if l == "" || strings.HasSuffix(strings.Fields(l)[0], ":") {
 				break
 			}
-			b.rows = append(b.rows, sep.Split(l, -1))
+			b.rows = append(b.rows, cells(l))
 		}
 		blocks = append(blocks, b)
 	}
