@@ -11,6 +11,8 @@ DEADCODE_MOD := golang.org/x/tools/cmd/deadcode@v0.52.0
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 TEST_TIMEOUT ?= 25m
+# HOGS is how many busy loops `make test-loaded` runs beside the suite.
+HOGS ?= 2
 FUZZTIME ?= 30s
 
 .PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-goodput bench-peers demo paper proto fuzz clean tools chaos
@@ -24,6 +26,10 @@ build: ## build swd, swdctl, dummyapp, loadgen into bin/ (static)
 
 test: test-deps build ## run every test with the race detector (end-to-end tests use bin/; test-deps installs Prometheus, Chromium, HAProxy, nginx and Caddy where it can)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: test-loaded
+test-loaded: ## `make test` with HOGS (2) busy loops taking the CPUs, as on a busy 2-core CI machine; no cached results (scripts/under-load.sh)
+	GOFLAGS="-count=1 $$GOFLAGS" bash scripts/under-load.sh -n $(HOGS) $(MAKE) test
 
 test-short: build ## quick test run without the race detector
 	$(GO) test -short -timeout 10m ./...

@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -509,27 +508,22 @@ func (c *Cluster) Stop(timeout time.Duration) {
 }
 
 // FreePorts returns n distinct ports that were free on 127.0.0.1 for both
-// TCP and UDP when checked.
+// TCP and UDP when checked, and that it never returned before in this
+// process. It picks them at random outside the kernel's ephemeral range
+// (see portCandidates): bind(":0") and every outgoing connection on the
+// machine take their local port from that range, so on a busy machine one
+// of them could otherwise take a cluster's port between this check and the
+// child's bind, or while a node is down for a restart.
 func FreePorts(n int) ([]int, error) {
-	seen := map[int]bool{}
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	ranges := portCandidates(ephemeralRange())
 	var out []int
-	for tries := 0; len(out) < n && tries < n*20; tries++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find free port: %w", err)
+	for tries := 0; len(out) < n && tries < n*50+100; tries++ {
+		if port, ok := tryPort(pickPort(ranges)); ok && !portsUsed[port] {
+			portsUsed[port] = true
+			out = append(out, port)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, uerr := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
-		_ = l.Close()
-		if uerr != nil || seen[port] {
-			if u != nil {
-				_ = u.Close()
-			}
-			continue
-		}
-		_ = u.Close()
-		seen[port] = true
-		out = append(out, port)
 	}
 	if len(out) < n {
 		return nil, fmt.Errorf("found only %d of %d free ports", len(out), n)

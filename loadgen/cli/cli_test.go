@@ -202,14 +202,92 @@ func TestCompareCommand(t *testing.T) {
 	} {
 		assert.Contains(t, stdout, want)
 	}
-	lines := strings.Split(stdout, "\n")
-	var policyLines int
-	for _, l := range lines {
-		if strings.HasPrefix(strings.TrimSpace(l), "rr ") || strings.HasPrefix(strings.TrimSpace(l), "nu ") {
-			policyLines++
+	// The table's blocks, in order. "max send lag" is there only when this
+	// machine fell behind the load schedule (as it does under load), and
+	// then the note says so; every other block is always there.
+	const (
+		mean     = "mean response time (ms), policies × rate (req/s)"
+		p95      = "95th percentile response time (ms)"
+		p99      = "99th percentile response time (ms)"
+		lag      = "max send lag (ms)"
+		capacity = "capacity (req/s): highest rate whose PRT stays within the limit"
+	)
+	blocks := map[string]tableBlock{}
+	var titles []string
+	for _, b := range tableBlocks(stdout) {
+		blocks[b.title] = b
+		titles = append(titles, b.title)
+	}
+	want := []string{mean, p95, p99, capacity}
+	if _, late := blocks[lag]; late {
+		want = []string{mean, p95, p99, lag, capacity}
+		assert.Contains(t, stdout, "this machine fell behind the schedule")
+	}
+	assert.Equal(t, want, titles, "the table's blocks, in order")
+	for _, title := range want {
+		b := blocks[title]
+		if title != capacity {
+			assert.Equal(t, []string{"policy", "40", "80"}, b.header, "%s: a column per rate", title)
+		}
+		require.Len(t, b.rows, 2, "%s: one row per policy", title)
+		for i, p := range []string{"rr", "nu"} {
+			row := b.rows[i]
+			require.Len(t, row, 3, "%s: %s, then a cell per rate (or per limit)", title, p)
+			assert.Equal(t, p, row[0], "%s: policies in the order given", title)
+			if title == capacity {
+				continue // "46.6", "< 40" or "≥ 80"
+			}
+			for _, cell := range row[1:] {
+				_, err := strconv.ParseFloat(cell, 64)
+				assert.NoError(t, err, "%s: %s has a number per rate, not %q", title, p, cell)
+			}
 		}
 	}
-	assert.Equal(t, 2*4, policyLines, "rr and nu in the mean, two percentile and capacity blocks")
+}
+
+// cells splits a table line at runs of two or more spaces.
+func cells(line string) []string {
+	var out []string
+	for _, c := range strings.Split(line, "  ") {
+		if c = strings.TrimSpace(c); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// tableBlock is one block of a table report: its title, its header (the
+// word "policy" and then the column names) and its rows (a policy and then
+// its cells).
+type tableBlock struct {
+	title  string
+	header []string
+	rows   [][]string
+}
+
+// tableBlocks parses a table report (loadgen.Report.WriteTable) into its
+// policies × columns blocks, in order. A block is a title line, a header line
+// starting with "policy", then one line per policy up to a blank line or a
+// "key: value" line; cells are separated by two or more spaces (a cell such
+// as "< 40" holds one).
+func tableBlocks(out string) []tableBlock {
+	var blocks []tableBlock
+	for _, chunk := range strings.Split(out, "\n\n") {
+		lines := strings.Split(chunk, "\n")
+		if len(lines) < 2 || !strings.HasPrefix(strings.TrimSpace(lines[1]), "policy") {
+			continue
+		}
+		b := tableBlock{title: lines[0], header: cells(lines[1])}
+		for _, l := range lines[2:] {
+			l = strings.TrimSpace(l)
+			if l == "" || strings.HasSuffix(strings.Fields(l)[0], ":") {
+				break
+			}
+			b.rows = append(b.rows, cells(l))
+		}
+		blocks = append(blocks, b)
+	}
+	return blocks
 }
 
 func TestCapacityCommand(t *testing.T) {

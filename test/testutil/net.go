@@ -19,30 +19,17 @@ import (
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 
-// Ports handed out in this test binary, so that parallel tests never get
-// the same one (FreePorts only checks that a port was free when asked).
-var (
-	portsMu   sync.Mutex
-	portsUsed = map[int]bool{}
-)
-
-// FreeAddrs returns n distinct 127.0.0.1:PORT addresses whose port is free
-// for TCP and UDP and that no other caller in this test binary got.
+// FreeAddrs returns n distinct 127.0.0.1:PORT addresses from
+// localcluster.FreePorts: free for TCP and UDP when checked, outside the
+// kernel's ephemeral range, and never handed out before in this test binary
+// (to a cluster or to another caller).
 func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	var out []string
-	for tries := 0; len(out) < n; tries++ {
-		require.Less(t, tries, 50, "no free ports")
-		ports, err := localcluster.FreePorts(n - len(out))
-		require.NoError(t, err)
-		for _, p := range ports {
-			if !portsUsed[p] {
-				portsUsed[p] = true
-				out = append(out, "127.0.0.1:"+strconv.Itoa(p))
-			}
-		}
+	ports, err := localcluster.FreePorts(n)
+	require.NoError(t, err)
+	out := make([]string, 0, n)
+	for _, p := range ports {
+		out = append(out, "127.0.0.1:"+strconv.Itoa(p))
 	}
 	return out
 }
