@@ -278,6 +278,7 @@ func TestConservation(t *testing.T) {
 			c.Fanout, c.DatagramBytes = 1+rng.IntN(4), 200+rng.IntN(1300)
 		}
 		c.Seed = rng.Uint64()
+		c.LoadIndex = policy.LoadIndex(rng.IntN(2))
 
 		var seen, started, moved []int
 		grow := func(xs *[]int, seq int64) {
@@ -332,6 +333,10 @@ func TestConservation(t *testing.T) {
 			assert.Zero(t, e.movable[i], "run %d node %d movable", k, i)
 			assert.Zero(t, e.inflight[i], "run %d node %d pulls in flight", k, i)
 			assert.Zero(t, e.reserved[i], "run %d node %d reserved slots", k, i)
+			if e.work != nil {
+				assert.Zero(t, e.work.waitW[i], "run %d node %d waiting work", k, i)
+				assert.Empty(t, e.work.serve[i], "run %d node %d requests in service", k, i)
+			}
 		}
 		assert.Zero(t, e.dq.len(), "run %d: cq's FIFO", k)
 		for i, o := range e.dOut {
