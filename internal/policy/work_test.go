@@ -17,7 +17,6 @@ import (
 	"github.com/swd-project/swd/internal/policy"
 )
 
-
 func TestParseLoadIndex(t *testing.T) {
 	for _, x := range []policy.LoadIndex{policy.IndexCount, policy.IndexWork} {
 		got, err := policy.ParseLoadIndex(x.String())
