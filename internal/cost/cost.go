@@ -9,18 +9,19 @@
 // sample is one request's service time at the app. Table keeps one Stat per
 // route, plus one over every route (the fallback for a route not yet seen).
 //
-// Ledger adds up a node's predicted work: the predicted cost of every
-// waiting request plus the predicted remaining time of every request in
-// service (Remaining: a request already past its prediction is not assumed
+// A node's predicted work is the predicted cost of every waiting request
+// (the queue keeps that sum, from each ticket's Cost) plus the predicted
+// remaining time of every request in service, which a Ledger adds up
+// (Remaining: a request already past its prediction is not assumed
 // finished). The daemon gossips it when --load-index is work; the
 // simulator computes the same sum with the same functions.
 //
 // Concurrency: Stat and Config are plain values, not safe for concurrent
 // mutation. A Table is safe for concurrent use: Observe takes the route's
 // mutex, Predict reads atomics. A Ledger is safe for concurrent use: the
-// waiting sum is an atomic; the requests in service (at most the node's m)
-// sit behind a mutex held only for O(1) updates and an O(m) sum, never
-// across I/O. Time enters a Ledger through the clock given to NewLedger.
+// requests in service (at most the node's m) sit behind a mutex held only
+// for O(1) updates and an O(m) sum, never across I/O. Time enters a Ledger
+// through the clock given to NewLedger.
 package cost
 
 import (
@@ -209,10 +210,11 @@ func (t *Table) Routes() []Route {
 	return out
 }
 
-// Ledger adds up a node's predicted work (see the package doc).
+// Ledger adds up the predicted remaining service of a node's requests in
+// service (see Remaining); with the predicted costs of its waiting requests
+// (which the queue sums: queue.Queue.WaitingCost) it is the node's work.
 type Ledger struct {
-	now     func() time.Time
-	waiting atomic.Int64 // ns: predicted costs of the waiting requests
+	now func() time.Time
 
 	mu      sync.Mutex
 	serving []*Serving // in service, in no particular order
@@ -233,13 +235,6 @@ func NewLedger(now func() time.Time) *Ledger {
 	}
 	return &Ledger{now: now}
 }
-
-// Wait counts a request of predicted cost c as waiting.
-func (l *Ledger) Wait(c time.Duration) { l.waiting.Add(int64(max(c, 0))) }
-
-// Unwait stops counting a waiting request of predicted cost c (it was
-// granted a slot, handed off, timed out or abandoned).
-func (l *Ledger) Unwait(c time.Duration) { l.waiting.Add(-int64(max(c, 0))) }
 
 // Start counts a request of predicted cost c as in service from now on.
 // Pass the result to Finish exactly once.
@@ -269,11 +264,11 @@ func (l *Ledger) Finish(s *Serving) time.Duration {
 	return l.now().Sub(s.start)
 }
 
-// Work is the predicted work now: the waiting requests' predicted costs
-// plus Remaining of every request in service.
-func (l *Ledger) Work() time.Duration {
+// Remaining is the predicted remaining service now: the sum of Remaining
+// over the requests in service.
+func (l *Ledger) Remaining() time.Duration {
 	now := l.now()
-	w := time.Duration(max(l.waiting.Load(), 0))
+	var w time.Duration
 	l.mu.Lock()
 	for _, s := range l.serving {
 		w += Remaining(s.cost, now.Sub(s.start))
@@ -281,6 +276,3 @@ func (l *Ledger) Work() time.Duration {
 	l.mu.Unlock()
 	return w
 }
-
-// Waiting is the predicted cost of the waiting requests.
-func (l *Ledger) Waiting() time.Duration { return time.Duration(max(l.waiting.Load(), 0)) }

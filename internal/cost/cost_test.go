@@ -213,33 +213,31 @@ func (f *fakeClock) add(d time.Duration) {
 func TestLedger(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
 	l := NewLedger(clk.now)
-	assert.Zero(t, l.Work())
-	// Two heavy requests waiting, one light: 310 + 310 + 10.
-	l.Wait(310 * ms)
-	l.Wait(310 * ms)
-	l.Wait(10 * ms)
-	assert.Equal(t, 630*ms, l.Work())
-	assert.Equal(t, 630*ms, l.Waiting())
-	// A heavy one starts: 320 waiting plus 310 remaining.
-	l.Unwait(310 * ms)
+	assert.Zero(t, l.Remaining())
+	// A heavy request starts: 310 ms remain.
 	a := l.Start(310 * ms)
-	assert.Equal(t, 630*ms, l.Work())
+	assert.Equal(t, 310*ms, l.Remaining())
 	clk.add(100 * ms)
-	assert.Equal(t, 320*ms+210*ms, l.Work(), "100 ms into service, 210 ms remain")
+	assert.Equal(t, 210*ms, l.Remaining(), "100 ms into service, 210 ms remain")
 	// A light one starts beside it (m = 2).
-	l.Unwait(10 * ms)
 	b := l.Start(10 * ms)
 	clk.add(50 * ms)
-	assert.Equal(t, 310*ms+160*ms+10*ms, l.Work(), "the light one overran: counts its 10 ms again")
+	assert.Equal(t, 160*ms+10*ms, l.Remaining(), "the light one overran: counts its 10 ms again")
 	assert.Equal(t, 50*ms, l.Finish(b))
 	assert.Zero(t, l.Finish(b), "a second Finish does nothing")
-	assert.Equal(t, 310*ms+160*ms, l.Work())
+	assert.Equal(t, 160*ms, l.Remaining())
 	clk.add(300 * ms)
-	assert.Equal(t, 310*ms+310*ms, l.Work(), "past its prediction the heavy one is not assumed finished")
+	assert.Equal(t, 310*ms, l.Remaining(), "past its prediction the heavy one is not assumed finished")
 	assert.Equal(t, 450*ms, l.Finish(a))
-	assert.Equal(t, 310*ms, l.Work())
-	l.Unwait(310 * ms)
-	assert.Zero(t, l.Work())
+	assert.Zero(t, l.Remaining())
+	// Finishing in any order keeps the others counted.
+	x, y, z := l.Start(ms), l.Start(2*ms), l.Start(4*ms)
+	l.Finish(x)
+	assert.Equal(t, 6*ms, l.Remaining())
+	l.Finish(z)
+	assert.Equal(t, 2*ms, l.Remaining())
+	l.Finish(y)
+	assert.Zero(t, l.Remaining())
 }
 
 func TestLedgerConcurrent(t *testing.T) {
@@ -248,15 +246,12 @@ func TestLedgerConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 500 {
-				l.Wait(ms)
-				_ = l.Work()
-				l.Unwait(ms)
 				s := l.Start(ms)
-				_ = l.Work()
+				_ = l.Remaining()
 				l.Finish(s)
 			}
 		})
 	}
 	wg.Wait()
-	assert.Zero(t, l.Work())
+	assert.Zero(t, l.Remaining())
 }
