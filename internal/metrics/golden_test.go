@@ -50,6 +50,8 @@ var golden = map[string]family{
 	"swd_gossip_view_age_seconds":   {dto.MetricType_GAUGE, []string{"peer"}},
 	"swd_node_info":                 {dto.MetricType_GAUGE, []string{"node", "role", "version"}},
 	"swd_concurrency":               {dto.MetricType_GAUGE, nil},
+	"swd_work_seconds":              {dto.MetricType_GAUGE, nil},
+	"swd_route_cost_seconds":        {dto.MetricType_GAUGE, []string{"route"}},
 }
 
 // goldenRuntime pins the Go and process collector families SWD's docs and
@@ -70,7 +72,9 @@ var goldenRuntime = map[string]family{
 
 // boundedValues lists, per family and label, every value the label may
 // take. "<node>" stands for a cluster member's node name (bounded by the
-// cluster's size), "<epoch>" for the one current policy epoch.
+// cluster's size), "<epoch>" for the one current policy epoch, "<route>"
+// for a route's name (bounded by the route table: the operator's patterns,
+// at most route.Config.MaxLearnt learnt ones, and "other").
 var boundedValues = map[string]map[string][]string{
 	"swd_requests_total": {"outcome": strs(
 		metrics.OutcomeLocal, metrics.OutcomeRemote, metrics.OutcomeRejected,
@@ -93,6 +97,7 @@ var boundedValues = map[string]map[string][]string{
 	"swd_gossip_dropped_total":    {"reason": {"malformed", "foreign"}},
 	"swd_gossip_view_age_seconds": {"peer": {"<node>"}},
 	"swd_policy_info":             {"policy": {"<policy>"}, "epoch": {"<epoch>"}},
+	"swd_route_cost_seconds":      {"route": {"<route>"}},
 }
 
 // strs lists label values of one of the label types as strings.
@@ -114,6 +119,8 @@ func exercised(t *testing.T) *metrics.Metrics {
 		Members:     func() float64 { return 4 },
 		ViewAges:    func() map[string]float64 { return map[string]float64{"node-1": 0.02, "node-2": 0.04} },
 		Concurrency: func() float64 { return 1 },
+		RouteCosts:  func() map[string]float64 { return map[string]float64{"GET /work/light": 0.01, "GET /work/heavy": 0.31} },
+		Work:        func() float64 { return 0.64 },
 		GossipDropped: func() map[string]float64 {
 			return map[string]float64{"malformed": 1, "foreign": 0}
 		},
@@ -216,12 +223,20 @@ func TestLiveGauges(t *testing.T) {
 		ages[s.GetLabel()[0].GetValue()] = s.GetGauge().GetValue()
 	}
 	assert.Equal(t, map[string]float64{"node-1": 0.02, "node-2": 0.04}, ages)
+	assert.InDelta(t, 0.64, value(mfs, "swd_work_seconds"), 0)
+	costs := map[string]float64{}
+	for _, s := range mfs["swd_route_cost_seconds"].GetMetric() {
+		costs[s.GetLabel()[0].GetValue()] = s.GetGauge().GetValue()
+	}
+	assert.Equal(t, map[string]float64{"GET /work/light": 0.01, "GET /work/heavy": 0.31}, costs)
 
 	mfs = scrape(t, metrics.New(metrics.Live{}))
 	assert.InDelta(t, 0.0, value(mfs, "swd_queue_length"), 0)
 	assert.InDelta(t, 0.0, value(mfs, "swd_in_flight"), 0)
 	assert.InDelta(t, 0.0, value(mfs, "swd_cluster_members"), 0)
+	assert.InDelta(t, 0.0, value(mfs, "swd_work_seconds"), 0)
 	assert.NotContains(t, mfs, "swd_gossip_view_age_seconds")
+	assert.NotContains(t, mfs, "swd_route_cost_seconds")
 }
 
 // swd_policy_info keeps exactly one series however often the policy

@@ -29,10 +29,12 @@ import (
 	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/control"
+	"github.com/swd-project/swd/internal/cost"
 	"github.com/swd-project/swd/internal/metrics"
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/proxy"
 	"github.com/swd-project/swd/internal/queue"
+	"github.com/swd-project/swd/internal/route"
 	"github.com/swd-project/swd/internal/transfer"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
@@ -99,6 +101,14 @@ type Config struct {
 	// MaxConnections caps concurrent client connections (0: no cap); each
 	// idle keep-alive connection costs about 24 KiB of memory.
 	MaxConnections int
+	// LoadIndex is what transfer policies plan on and what the node
+	// gossips beside its count: "count" (requests, the paper's) or "work"
+	// (predicted work: internal/cost, docs/algorithms.md).
+	LoadIndex string
+	// Cost is the per-route cost statistic (--cost-theta, --cost-weight);
+	// Routes the route table it is kept per (--route patterns).
+	Cost   cost.Config
+	Routes route.Config
 
 	Logger *slog.Logger
 }
@@ -132,6 +142,9 @@ func DefaultConfig() Config {
 		IdleTimeout:          120 * time.Second,
 		MaxConcurrentStreams: 250,
 		GRPCMaxMessageSize:   4 << 20,
+		LoadIndex:            policy.IndexCount.String(),
+		Cost:                 cost.DefaultConfig(),
+		Routes:               route.DefaultConfig(),
 	}
 }
 
@@ -206,6 +219,9 @@ func (c Config) validate() error {
 	if c.ServerCreds == nil && !c.Insecure && !IsLoopback(c.GRPC) {
 		return fmt.Errorf("--grpc %s is beyond loopback without TLS: give --tls-cert/--tls-key/--tls-ca, or --insecure to accept plaintext", c.GRPC)
 	}
+	if err := c.validateCosts(); err != nil {
+		return err
+	}
 	var parts []interface{ Validate() error }
 	if c.Role == cluster.RoleNode {
 		parts = append(parts, c.Queue, c.Proxy, c.TransferServer)
@@ -261,6 +277,7 @@ type Node struct {
 	m    *metrics.Metrics
 	ctl  *control.Service
 	hlth *peerHealth
+	cost *costState // nil for a dispatcher
 
 	pol      atomic.Pointer[policyState]
 	maxEpoch atomic.Int64 // highest epoch seen anywhere
@@ -315,6 +332,9 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		n.q = q
+		if n.cost, err = newCostState(cfg); err != nil {
+			return nil, err
+		}
 	}
 	n.m = metrics.New(metrics.Live{
 		QueueLength: func() float64 { return float64(n.waiting()) },
@@ -327,6 +347,8 @@ func New(cfg Config) (*Node, error) {
 		},
 		ViewAges:    n.viewAges,
 		Concurrency: func() float64 { return float64(n.Concurrency()) },
+		RouteCosts:  n.routeCosts,
+		Work:        func() float64 { return n.work().Seconds() },
 		GossipDropped: func() map[string]float64 {
 			if n.cl == nil {
 				return nil
@@ -390,8 +412,8 @@ func (n *Node) Policy() cluster.PolicyStamp {
 }
 
 // Extras implements cluster.LocalState: what the node gossips beyond its
-// load and policy. The daemon fills no extension field yet.
-func (n *Node) Extras() cluster.Extras { return cluster.Extras{} }
+// load and policy (work.go).
+func (n *Node) Extras() cluster.Extras { return n.extras() }
 
 // The cluster layer reads the node's load and policy directly.
 var _ cluster.LocalState = (*Node)(nil)
@@ -468,6 +490,7 @@ func (n *Node) Start() error {
 		}
 		n.h.OnTransfer(n.hlth.record)
 		n.h.SetBacklog(n.clusterBacklog)
+		n.h.SetCosts(n.cost.routes, n.cost.table, n.cost.ledger)
 		ts, err := transfer.NewServer(n.cfg.TransferServer, n.h, n)
 		if err != nil {
 			n.stopAll()
@@ -729,6 +752,7 @@ func (n *Node) Status() control.Status {
 		Counters:    counters(n.m.Snapshot(), true),
 		Draining:    n.draining.Load(),
 		Version:     Version,
+		Routes:      n.routeStats(),
 	}
 }
 

@@ -75,7 +75,7 @@ func (n *Node) tick() {
 		n.drainHandOff(v)
 		return
 	}
-	for _, mv := range st.p.Planner.Plan(v) {
+	for _, mv := range n.plan(st.p.Planner, v) {
 		n.q.HandOff(mv.Count, v.Nodes[mv.To].Name)
 	}
 }

@@ -23,6 +23,14 @@ type uiState struct {
 	Counters  map[string]uint64 `json:"counters"`
 	Ejected   []string          `json:"ejected"`
 	Time      time.Time         `json:"time"`
+	// Routes is what this node learnt per route (work load index).
+	Routes []uiRoute `json:"routes"`
+}
+
+type uiRoute struct {
+	Name    string  `json:"name"`
+	CostMs  float64 `json:"cost_ms"`
+	Samples uint64  `json:"samples"`
 }
 
 type uiNode struct {
@@ -34,6 +42,9 @@ type uiNode struct {
 	Policy string  `json:"policy"`
 	Epoch  int64   `json:"epoch"`
 	Self   bool    `json:"self"`
+	// WorkMs is the node's gossiped predicted work (0 unless it runs
+	// --load-index work).
+	WorkMs float64 `json:"work_ms"`
 }
 
 type uiTransfer struct {
@@ -65,7 +76,10 @@ func (n *Node) uiState() uiState {
 	st := uiState{
 		Node: n.cfg.NodeName, Role: n.cfg.Role, Policy: ps.Name, Epoch: ps.Epoch,
 		Draining: n.draining.Load(), Ejected: n.hlth.ejected(), Time: time.Now(),
-		Nodes: []uiNode{}, Transfers: []uiTransfer{},
+		Nodes: []uiNode{}, Transfers: []uiTransfer{}, Routes: []uiRoute{},
+	}
+	for _, r := range n.routeStats() {
+		st.Routes = append(st.Routes, uiRoute{Name: r.Name, CostMs: float64(r.Cost) / 1e6, Samples: r.Samples})
 	}
 	if st.Ejected == nil {
 		st.Ejected = []string{}
@@ -78,6 +92,7 @@ func (n *Node) uiState() uiState {
 			st.Nodes = append(st.Nodes, uiNode{
 				Name: p.Name, RingID: p.RingID, Load: p.Load, Known: p.Known,
 				AgeMs: float64(p.Age) / 1e6, Policy: p.Policy.Name, Epoch: p.Policy.Epoch, Self: p.Name == n.cfg.NodeName,
+				WorkMs: float64(p.Work) / 1e6,
 			})
 		}
 	}

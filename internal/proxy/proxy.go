@@ -142,6 +142,8 @@ type Handler struct {
 	// backlog reports the requests ahead of a new arrival and the slots
 	// serving them (see SetBacklog).
 	backlog func() (ahead, slots int)
+	// cost learns routes' costs and counts the work in service (SetCosts).
+	cost *costs
 }
 
 // ewma is an exponentially weighted moving average of durations, updated
@@ -340,6 +342,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t := queue.NewTicket(p, transferable && h.cfg.MaxHops > 0)
+	h.predict(r, t)
 	if err := h.q.Push(t); err != nil {
 		h.fail(w, r, p, err, start)
 		return
@@ -376,6 +379,7 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 		p.body = body
 	}
 	t := queue.NewTicket(p, in.Hops < h.cfg.MaxHops && !in.Dispatched)
+	h.predict(r, t)
 	if h.cfg.Placement == "arrival" && !in.Dispatched {
 		t.Key = in.Arrival.UnixNano()
 	}
@@ -483,6 +487,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p
 func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending) {
 	ctx := r.Context()
 	var began time.Time
+	var serving func(learn bool)
 	var once sync.Once
 	// The slot is released as soon as the app's answer has been read to
 	// its end (see releasingTransport), not when a slow client has taken
@@ -493,6 +498,9 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 			h.q.Done(t)
 			if ctx.Err() == nil && !began.IsZero() {
 				h.service.observe(time.Since(began))
+			}
+			if serving != nil {
+				serving(ctx.Err() == nil)
 			}
 		})
 	}
@@ -510,6 +518,7 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 		r.Body = io.NopCloser(p.stream)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
+	serving = h.startService(t)
 	began = time.Now()
 	h.rp.ServeHTTP(w, r)
 	if h.log.Enabled(r.Context(), slog.LevelDebug) {
