@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/swd-project/swd/internal/affinity"
 	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/config"
 	"github.com/swd-project/swd/internal/node"
@@ -42,6 +43,7 @@ type flags struct {
 	staleAfter time.Duration
 	hostName   string
 	fwd        forwarding
+	cpus       string
 }
 
 // forwarding holds the flags a node's front (node.Config.Proxy) and a
@@ -128,6 +130,11 @@ environment, which wins over the file.`,
 	fs.IntVar(&c.MaxConcurrentStreams, "max-concurrent-streams", c.MaxConcurrentStreams, "most concurrent HTTP/2 streams per client connection")
 	fs.IntVar(&c.MaxConnections, "max-connections", 0, "most concurrent client connections (0: no cap); an idle keep-alive connection costs about 24 KiB")
 	fs.IntVar(&c.GRPCMaxMessageSize, "grpc-max-message", c.GRPCMaxMessageSize, "largest gRPC message in bytes")
+	fs.StringVar(&c.LoadIndex, "load-index", c.LoadIndex, `what transfer policies plan on and gossip carries: "count" (requests) or "work" (predicted work: each request's learnt route cost)`)
+	fs.IntVar(&c.Cost.Theta, "cost-theta", c.Cost.Theta, "completions of a route averaged before its learnt cost becomes a moving average (SPLiT's theta)")
+	fs.Float64Var(&c.Cost.Weight, "cost-weight", c.Cost.Weight, "the learnt cost's moving-average weight of the old value (SPLiT's w), in [0, 1)")
+	fs.StringArrayVar(&c.Routes.Patterns, "route", nil, "a route in net/http ServeMux pattern syntax, e.g. 'GET /items/{id}' (repeatable); other requests are routes by method and path, the first 64 learnt")
+	fs.StringVar(&f.cpus, "cpus", "", "pin swd's threads to these CPUs (Linux), e.g. 0 or 0,2-3, to keep it off the app's cores; empty: no pinning")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	config.AddConfigFlag(fs)
@@ -138,6 +145,16 @@ func run(ctx context.Context, f *flags, stderr io.Writer) error {
 	log, err := config.NewLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
+	}
+	if f.cpus != "" {
+		cpus, err := affinity.Parse(f.cpus)
+		if err == nil {
+			err = affinity.Apply(cpus)
+		}
+		if err != nil {
+			return fmt.Errorf("--cpus: %w", err)
+		}
+		log.Info("pinned to CPUs", "cpus", affinity.Format(cpus))
 	}
 	c := f.cfg
 	c.Logger = log
