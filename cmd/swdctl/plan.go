@@ -12,14 +12,20 @@ import (
 )
 
 func planCmd(g *globals) *cobra.Command {
-	var name, loads string
+	var name, loads, costs string
 	var m int
 	cmd := &cobra.Command{
-		Use:   "plan --policy NAME --loads 5,0,3,8",
+		Use:   "plan --policy NAME --loads 5,0,3,8 | --costs 310:310:310,10:10:10,,10",
 		Short: "Print what every node would transfer if all ran a policy at once on an exact view",
 		Long: `plan runs the daemon's own policy code for every node of the given load
 vector (node IDs are absolute ring IDs) and prints the transfers and the loads
-after them. It contacts no node.`,
+after them. It contacts no node.
+
+With --costs instead of --loads it plans under --load-index work: each node's
+requests are given by their predicted costs in ms, head of the queue first
+(colons between requests, commas between nodes); the first --concurrency of a
+node's requests are in service and never move. It prints the requests and
+the work each transfer carries and every node's requests and work after.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := policy.Lookup(name)
@@ -29,13 +35,23 @@ after them. It contacts no node.`,
 			if p.Kind != policy.KindTransfer && p.Kind != policy.KindNone {
 				return fmt.Errorf("policy %s dispatches arrivals and moves nothing queued; plan a transfer policy (ll, nu, nu-exact) or none", name)
 			}
-			vec, err := parseLoads(loads)
-			if err != nil {
-				return err
+			if (loads == "") == (costs == "") {
+				return fmt.Errorf("give --loads (requests per node) or --costs (each request's cost per node), not both or neither")
 			}
 			planner := p.Planner
 			if planner == nil {
 				planner = policy.PlannerFunc(func(policy.View) []policy.Move { return nil })
+			}
+			if costs != "" {
+				cs, err := parseCosts(costs)
+				if err != nil {
+					return err
+				}
+				return planWork(cmd.OutOrStdout(), planner, cs, m, g.output == "json")
+			}
+			vec, err := parseLoads(loads)
+			if err != nil {
+				return err
 			}
 			plan, err := policy.PlanCluster(planner, vec, m)
 			if err != nil {
@@ -58,9 +74,9 @@ after them. It contacts no node.`,
 		},
 	}
 	cmd.Flags().StringVar(&name, "policy", "nu", "policy to plan: "+strings.Join(policy.Names(), ", "))
-	cmd.Flags().StringVar(&loads, "loads", "", "comma-separated load index of nodes 0..n-1 (required)")
+	cmd.Flags().StringVar(&loads, "loads", "", "comma-separated load index of nodes 0..n-1")
+	cmd.Flags().StringVar(&costs, "costs", "", "plan on work: each node's requests' predicted costs in ms, head first, colon-separated; nodes comma-separated")
 	cmd.Flags().IntVar(&m, "concurrency", 1, "m of every node: requests in service that cannot move")
-	_ = cmd.MarkFlagRequired("loads")
 	_ = cmd.RegisterFlagCompletionFunc("policy", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return policy.Names(), cobra.ShellCompDirectiveNoFileComp
 	})
