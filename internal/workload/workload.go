@@ -234,13 +234,6 @@ func NewGenerator(spec Spec, rate float64, seed uint64) (*Generator, error) {
 	return g, nil
 }
 
-// Size draws one request size in milliseconds (of a class drawn by share,
-// in a mixed workload).
-func (g *Generator) Size() float64 {
-	ms, _ := g.size()
-	return ms
-}
-
 // size draws one request's size and class.
 func (g *Generator) size() (float64, int) {
 	if len(g.classes) > 0 {

@@ -2,8 +2,9 @@
 // "The work load index" section: for each workload (mixed and the paper's
 // three) and transfer policy, the response times under --load-index count
 // and work on the same requests (16 nodes, 80 % load, several seeds), the
-// p99 ratio work / count with its spread over seeds, and how well the nodes
-// learnt each route's cost. It prints markdown tables on stdout.
+// p99 ratio work / count with its spread over seeds (the percentiles pool
+// every seed's requests), and how well the nodes learnt each route's cost.
+// It prints markdown tables on stdout; docs/sim.md shows them.
 //
 //	go run ./test/study/work [-seeds 5] [-duration 200s] [-workloads mixed,standard] [-policies nu,steal]
 //
@@ -90,11 +91,11 @@ func run(seeds int, duration time.Duration, wls, pols []string, load float64, no
 	}
 	for _, wl := range wls {
 		fmt.Printf("### %s\n\n", wl)
-		fmt.Printf("| policy | p99 count (ms) | p99 work (ms) | work / count p99 (min-max over seeds) | mean count | mean work | p99.5 count | p99.5 work |\n|---|---|---|---|---|---|---|---|\n")
+		fmt.Printf("| policy | p99 count (ms) | p99 work (ms) | work / count p99 (min-max over seeds) | p50 count | p50 work | mean count | mean work | p99.5 count | p99.5 work |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, p := range append(append([]string{}, pols...), sim.Central) {
 			cr := byCell[cell{wl, p, policy.IndexCount}]
 			if p == sim.Central {
-				fmt.Printf("| central | %.1f | | | %.1f | | %.1f | |\n", pooled(cr, 99), mean(cr), pooled(cr, 99.5))
+				fmt.Printf("| central | %.1f | | | %.1f | | %.1f | | %.1f | |\n", pooled(cr, 99), pooled(cr, 50), mean(cr), pooled(cr, 99.5))
 				continue
 			}
 			wr := byCell[cell{wl, p, policy.IndexWork}]
@@ -103,12 +104,13 @@ func run(seeds int, duration time.Duration, wls, pols []string, load float64, no
 				r := wr[i].P99Ms / cr[i].P99Ms
 				lo, hi = min(lo, r), max(hi, r)
 			}
-			fmt.Printf("| %s | %.1f | %.1f | %.3f (%.3f-%.3f) | %.1f | %.1f | %.1f | %.1f |\n", p,
-				pooled(cr, 99), pooled(wr, 99), pooled(wr, 99)/pooled(cr, 99), lo, hi, mean(cr), mean(wr), pooled(cr, 99.5), pooled(wr, 99.5))
+			fmt.Printf("| %s | %.1f | %.1f | %.3f (%.3f-%.3f) | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", p,
+				pooled(cr, 99), pooled(wr, 99), pooled(wr, 99)/pooled(cr, 99), lo, hi, pooled(cr, 50), pooled(wr, 50),
+				mean(cr), mean(wr), pooled(cr, 99.5), pooled(wr, 99.5))
 		}
 		fmt.Println()
-		if rc := byCell[cell{wl, pols[0], policy.IndexWork}][0].RouteCosts; rc != nil {
-			fmt.Printf("learnt cost (%s, seed 1): ", pols[0])
+		if rc := byCell[cell{wl, pols[len(pols)-1], policy.IndexWork}][0].RouteCosts; rc != nil {
+			fmt.Printf("learnt cost (%s, seed 1): ", pols[len(pols)-1])
 			for _, r := range rc {
 				fmt.Printf("%s true %.1f ms, nodes %.1f-%.1f ms, worst error at theta %.1f %%; ", name(r.Route), r.TrueMs, r.MinMs, r.MaxMs, r.ErrAtTheta*100)
 			}
