@@ -61,7 +61,7 @@ cross: ## GOOS=darwin go build ./... and GOOS=windows go vet of the portable pac
 	GOOS=windows $(GO) vet $(PORTABLE)
 
 bench: build ## print performance figures: micro-benchmarks, swd's added latency and throughput, one transfer hop, core placement (pinned apart vs unpinned)
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/queue/ ./internal/policy/ ./internal/sim/
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/queue/ ./internal/policy/ ./internal/sim/ ./internal/cost/
 	$(GO) run ./test/bench/proxy
 	$(GO) run ./test/bench/pinning --bin-dir $(BIN)
 
