@@ -51,8 +51,8 @@ var reviewedArgs = map[string][][]string{
 	// TransferIn's; SetPeers gets the members' names from the cluster.
 	"TransferFlow": {{"metrics.DirOut", "metrics.DirIn"}, {"peer", "in.From"}},
 	"SetPeers":     {{"peers"}},
-	"SetPolicy":   {{"p.Name", "name"}, {"0", "epoch"}},
-	"SetNodeInfo": {{"cfg.NodeName"}, {"cfg.Role"}, {"Version"}},
+	"SetPolicy":    {{"p.Name", "name"}, {"0", "epoch"}},
+	"SetNodeInfo":  {{"cfg.NodeName"}, {"cfg.Role"}, {"Version"}},
 }
 
 // reviewedInside lists the expressions the metrics package itself passes
