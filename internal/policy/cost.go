@@ -138,3 +138,45 @@ func WorthMoving(v View, moves []Move, movable []int64, c TransferCost) []Handof
 	}
 	return out
 }
+
+// PlanClusterCost is PlanCluster with the transfer-cost rule: every
+// node's waiting requests carry a body of body bytes, and each node's
+// moves go through WorthMoving with c. HeldBack counts the requests the
+// planners moved that the rule kept home. It is what `swdctl plan
+// --service ... --handoff ...` prints.
+func PlanClusterCost(pl Planner, loads []int, m int, body int64, c TransferCost) (ClusterPlan, error) {
+	if err := c.Validate(); err != nil {
+		return ClusterPlan{}, err
+	}
+	if body < 0 {
+		return ClusterPlan{}, fmt.Errorf("body size must not be negative, got %d", body)
+	}
+	out, err := PlanCluster(PlannerFunc(func(View) []Move { return nil }), loads, m)
+	if err != nil {
+		return ClusterPlan{}, err
+	}
+	nodes := make([]NodeLoad, len(loads))
+	for i, l := range loads {
+		nodes[i] = NodeLoad{Name: fmt.Sprintf("node-%d", i), Load: l, Concurrency: m, Known: true}
+	}
+	for i := range nodes {
+		v := View{Self: i, Nodes: nodes}
+		moves := pl.Plan(v)
+		movable := make([]int64, nodes[i].Waiting())
+		for k := range movable {
+			movable[k] = body
+		}
+		planned, picked := 0, 0
+		for _, mv := range moves {
+			planned += mv.Count
+		}
+		for _, h := range WorthMoving(v, moves, movable, c) {
+			out.Transfers = append(out.Transfers, Move{From: i, To: h.To, Count: len(h.Picks)})
+			out.After[i] -= len(h.Picks)
+			out.After[h.To] += len(h.Picks)
+			picked += len(h.Picks)
+		}
+		out.HeldBack += min(planned, len(movable)) - picked
+	}
+	return out, nil
+}

@@ -195,3 +195,31 @@ func TestWorthMovingProperties(t *testing.T) {
 		}
 	}
 }
+
+// PlanClusterCost: with the rule off it is PlanCluster; with small bodies
+// and cheap hand-offs it moves the same; with 1 MiB bodies that cost more
+// than one service time, nu's single-step moves (each saving one service
+// time) are all held back.
+func TestPlanClusterCost(t *testing.T) {
+	nu := planner(t, "nu")
+	loads := []int{5, 0, 3, 8}
+	plain, err := policy.PlanCluster(nu, loads, 1)
+	require.NoError(t, err)
+	off, err := policy.PlanClusterCost(nu, loads, 1, large, policy.TransferCost{})
+	require.NoError(t, err)
+	assert.Equal(t, plain, off)
+	cheap, err := policy.PlanClusterCost(nu, loads, 1, small, costs)
+	require.NoError(t, err)
+	assert.Equal(t, plain.After, cheap.After)
+	assert.Zero(t, cheap.HeldBack)
+	dear, err := policy.PlanClusterCost(nu, loads, 1, large, policy.TransferCost{Service: 40 * time.Millisecond,
+		Handoff: []policy.SizeCost{{MaxBytes: 1 << 20, Cost: time.Second}}})
+	require.NoError(t, err)
+	assert.Equal(t, loads, dear.After)
+	assert.Empty(t, dear.Transfers)
+	assert.Equal(t, 5, dear.HeldBack, "all five planned moves")
+	_, err = policy.PlanClusterCost(nu, loads, 1, -1, costs)
+	assert.Error(t, err)
+	_, err = policy.PlanClusterCost(nu, loads, 1, 0, policy.TransferCost{Service: -1})
+	assert.Error(t, err)
+}
