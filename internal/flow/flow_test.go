@@ -121,7 +121,7 @@ func TestCosts(t *testing.T) {
 	m := metrics.New(metrics.Live{})
 	s := sampler(t, flow.Config{History: 10, CostWindow: 10 * time.Second})
 	assert.Equal(t, policy.TransferCost{Service: time.Second, Handoff: []policy.SizeCost{
-		{MaxBytes: 1 << 10}, {MaxBytes: 16 << 10}, {MaxBytes: 256 << 10}, {MaxBytes: 1 << 20}, {MaxBytes: metrics.SizeClassBytes[4]},
+		{MaxBytes: 4 << 10}, {MaxBytes: 64 << 10}, {MaxBytes: 1 << 20}, {MaxBytes: metrics.SizeClassBytes[3]},
 	}}, s.TransferCost(time.Second), "nothing measured: free")
 
 	m.ObserveHandoff(100, 10*time.Millisecond) // an old slow one
@@ -134,18 +134,18 @@ func TestCosts(t *testing.T) {
 	costs := s.Costs()
 	require.Len(t, costs, len(metrics.SizeClasses))
 	// No hand-off in the window for any class: whole-life means.
-	assert.Equal(t, flow.Cost{MaxBytes: 1 << 10, Mean: 14 * time.Millisecond / 3, Samples: 3}, costs[0])
-	assert.Equal(t, flow.Cost{MaxBytes: 1 << 20, Mean: 20 * time.Millisecond, Samples: 1}, costs[3])
+	assert.Equal(t, flow.Cost{MaxBytes: 4 << 10, Mean: 14 * time.Millisecond / 3, Samples: 3}, costs[0])
+	assert.Equal(t, flow.Cost{MaxBytes: 1 << 20, Mean: 20 * time.Millisecond, Samples: 1}, costs[2])
 
 	m.ObserveHandoff(100, 2*time.Millisecond)
 	s.Tick(t0.Add(35*time.Second), reading(m, 0))
 	costs = s.Costs()
-	assert.Equal(t, flow.Cost{MaxBytes: 1 << 10, Mean: 2 * time.Millisecond, Samples: 1}, costs[0], "the window's own mean")
+	assert.Equal(t, flow.Cost{MaxBytes: 4 << 10, Mean: 2 * time.Millisecond, Samples: 1}, costs[0], "the window's own mean")
 	assert.Zero(t, costs[1].Samples)
 
 	tc := s.TransferCost(40 * time.Millisecond)
 	assert.Equal(t, 40*time.Millisecond, tc.Service)
-	assert.Equal(t, []time.Duration{2 * time.Millisecond, 2 * time.Millisecond, 2 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond},
+	assert.Equal(t, []time.Duration{2 * time.Millisecond, 2 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond},
 		[]time.Duration{tc.Of(0), tc.Of(10 << 10), tc.Of(200 << 10), tc.Of(1 << 20), tc.Of(5 << 20)})
 	require.NoError(t, tc.Validate())
 }

@@ -61,9 +61,8 @@ type SizeClass string
 
 // Size classes, by their upper bound.
 const (
-	Size1KiB   SizeClass = "1KiB"
-	Size16KiB  SizeClass = "16KiB"
-	Size256KiB SizeClass = "256KiB"
+	Size4KiB   SizeClass = "4KiB"
+	Size64KiB  SizeClass = "64KiB"
 	Size1MiB   SizeClass = "1MiB"
 	SizeLarger SizeClass = "larger"
 )
@@ -71,8 +70,8 @@ const (
 // SizeClasses lists the classes, smallest first; SizeClassBytes holds each
 // one's upper bound in bytes (the last is unbounded).
 var (
-	SizeClasses    = []SizeClass{Size1KiB, Size16KiB, Size256KiB, Size1MiB, SizeLarger}
-	SizeClassBytes = []int64{1 << 10, 16 << 10, 256 << 10, 1 << 20, math.MaxInt64}
+	SizeClasses    = []SizeClass{Size4KiB, Size64KiB, Size1MiB, SizeLarger}
+	SizeClassBytes = []int64{4 << 10, 64 << 10, 1 << 20, math.MaxInt64}
 )
 
 // ClassOf returns the size class of a body of n bytes.
@@ -85,8 +84,9 @@ func ClassOf(n int64) SizeClass {
 	return SizeLarger
 }
 
-// bodyBuckets cover bodies from 64 bytes to 64 MiB (x4 per bucket).
-var bodyBuckets = prometheus.ExponentialBuckets(64, 4, 11)
+// bodyBuckets cover bodies from 256 bytes to 16 MiB, x16 per bucket: few
+// series per edge (every node exports 8 of these histograms).
+var bodyBuckets = prometheus.ExponentialBuckets(256, 16, 5)
 
 // flowFamilies are the flow metric families.
 type flowFamilies struct {
@@ -114,7 +114,7 @@ func newFlowFamilies(reg *prometheus.Registry) *flowFamilies {
 		handoff: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "swd_transfer_handoff_seconds",
 			Help:    "Outgoing transfers: from the policy's decision until the peer has queued the request, as this node learns it, by request body size class.",
-			Buckets: prometheus.ExponentialBucketsRange(0.00005, 10, 18),
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 7), // 0.5 ms to 2 s
 		}, []string{labelSize}),
 	}
 	reg.MustRegister(f.reqBytes, f.respBytes, f.transferBytes, f.handoff)

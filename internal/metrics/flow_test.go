@@ -66,13 +66,13 @@ func TestClassOf(t *testing.T) {
 		bytes int64
 		want  metrics.SizeClass
 	}{
-		{0, metrics.Size1KiB},           // no body
-		{1024, metrics.Size1KiB},        // the bound itself
-		{1025, metrics.Size16KiB},       // one byte over
-		{200 << 10, metrics.Size256KiB}, // in between
+		{0, metrics.Size4KiB},           // no body
+		{4096, metrics.Size4KiB},        // the bound itself
+		{4097, metrics.Size64KiB},       // one byte over
+		{200 << 10, metrics.Size1MiB},   // in between
 		{1 << 20, metrics.Size1MiB},     // the default --max-transfer-body
 		{1<<20 + 1, metrics.SizeLarger}, // beyond it
-		{-5, metrics.Size1KiB},          // nonsense counts as empty
+		{-5, metrics.Size4KiB},          // nonsense counts as empty
 	} {
 		assert.Equal(t, tt.want, metrics.ClassOf(tt.bytes), "%d bytes", tt.bytes)
 	}
@@ -109,8 +109,8 @@ func TestFlowSnapshot(t *testing.T) {
 	require.Len(t, f.Handoff, len(metrics.SizeClasses), "every class exists at zero")
 	assert.Equal(t, uint64(2), f.Handoff[metrics.Size1MiB].Count)
 	assert.InDelta(t, 0.010, f.Handoff[metrics.Size1MiB].Seconds, 1e-9)
-	assert.Equal(t, uint64(1), f.Handoff[metrics.Size1KiB].Count)
-	assert.Zero(t, f.Handoff[metrics.Size16KiB].Count)
+	assert.Equal(t, uint64(1), f.Handoff[metrics.Size4KiB].Count)
+	assert.Zero(t, f.Handoff[metrics.Size64KiB].Count)
 	assert.Equal(t, uint64(1), f.Latency.Count)
 	assert.True(t, math.IsInf(f.Latency.Bounds[len(f.Latency.Bounds)-1], 1), "the last bound is +Inf")
 }

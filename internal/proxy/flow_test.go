@@ -82,7 +82,7 @@ func TestFlowStatistics(t *testing.T) {
 
 	// x's hand-off was timed, in the smallest class; no other class saw one.
 	for cl, h := range a.Handoff {
-		if cl == metrics.Size1KiB {
+		if cl == metrics.Size4KiB {
 			assert.Equal(t, uint64(1), h.Count)
 			assert.Positive(t, h.Seconds)
 		} else {

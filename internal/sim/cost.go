@@ -53,7 +53,7 @@ func (e *engine) initBodies(cfg Config) {
 		// size class (at each class's upper bound), and the app's mean
 		// service time.
 		e.cost = policy.TransferCost{Service: time.Duration(cfg.Workload.MeanServiceMs() * 1e6)}
-		for _, b := range []int64{1 << 10, 16 << 10, 256 << 10, 1 << 20, max(cfg.Bodies.LargeBytes, cfg.Bodies.SmallBytes, 1<<20)} {
+		for _, b := range []int64{4 << 10, 64 << 10, 1 << 20, max(cfg.Bodies.LargeBytes, cfg.Bodies.SmallBytes, 1<<20)} {
 			e.cost.Handoff = append(e.cost.Handoff, policy.SizeCost{MaxBytes: b, Cost: time.Duration(e.handoff(b))})
 		}
 	}

@@ -227,7 +227,7 @@ func handoffCost(binDir string, phase time.Duration, rounds int) error {
 		for _, b := range []struct {
 			class string
 			bytes int
-		}{{string(metrics.Size1KiB), 200}, {string(metrics.Size1MiB), 1 << 20}} {
+		}{{string(metrics.Size4KiB), 200}, {string(metrics.Size1MiB), 1 << 20}} {
 			before, err := handoffHists(n0.Admin)
 			if err != nil {
 				return err
@@ -253,7 +253,7 @@ func handoffCost(binDir string, phase time.Duration, rounds int) error {
 		}
 	}
 	fmt.Printf("%-22s %10s %10s %10s %10s\n", "request body", "hand-offs", "mean ms", "p50 ms", "p99 ms")
-	for _, row := range []struct{ name, class string }{{"200 bytes (≤ 1 KiB)", string(metrics.Size1KiB)}, {"1 MiB", string(metrics.Size1MiB)}} {
+	for _, row := range []struct{ name, class string }{{"200 bytes", string(metrics.Size4KiB)}, {"1 MiB", string(metrics.Size1MiB)}} {
 		h := sum[row.class]
 		if h.Count == 0 {
 			fmt.Printf("%-22s %10d %10s %10s %10s\n", row.name, 0, "-", "-", "-")
