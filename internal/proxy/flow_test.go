@@ -1,10 +1,14 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -92,4 +96,40 @@ func TestFlowStatistics(t *testing.T) {
 	for _, h := range b.Handoff {
 		assert.Zero(t, h.Count, "node-b moved nothing")
 	}
+}
+
+// TestUpgradeThroughCountingWriters: the byte-counting writers the flow
+// statistics wrap around a request's ResponseWriter keep protocol upgrades
+// working: ReverseProxy hijacks through them (http.ResponseController
+// unwraps), and the upgraded connection carries bytes both ways.
+func TestUpgradeThroughCountingWriters(t *testing.T) {
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		_ = brw.Flush()
+		line, _ := brw.ReadString('\n')
+		_, _ = brw.WriteString("echo " + line)
+		_ = brw.Flush()
+	}))
+	defer app.Close()
+	n := newNode(t, "node-a", nodeOpts{cfg: func(c *Config) { c.App = app.URL }})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(n.front.URL, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(waitLimit)))
+	_, err = conn.Write([]byte("GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n"))
+	require.NoError(t, err)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	_, err = conn.Write([]byte("hello\n"))
+	require.NoError(t, err)
+	line, err := br.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "echo hello\n", line)
 }
