@@ -195,6 +195,10 @@ func (n *Node) uiState(ui *uiCluster, sinceMs int64) uiState {
 			nd.Error = m.err
 			if s := m.status; s != nil {
 				nd.Queue, nd.InFlight, nd.Concurrency, nd.Version = s.GetQueueLength(), s.GetInFlight(), s.GetConcurrency(), s.GetVersion()
+				if ps := s.GetPolicy(); ps.GetName() != "" {
+					// The member's own word beats gossip (a dispatcher gossips no policy).
+					nd.Policy, nd.Epoch, nd.EpochTime = ps.GetName(), ps.GetEpoch(), epochTime(ps.GetEpoch())
+				}
 				for _, c := range s.GetHandoffCosts() {
 					nd.Handoff = append(nd.Handoff, uiHandoff{MaxBytes: c.GetMaxBytes(), Ms: c.GetSeconds() * 1e3, Samples: c.GetSamples()})
 				}
