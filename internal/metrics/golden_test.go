@@ -50,6 +50,10 @@ var golden = map[string]family{
 	"swd_gossip_view_age_seconds":   {dto.MetricType_GAUGE, []string{"peer"}},
 	"swd_node_info":                 {dto.MetricType_GAUGE, []string{"node", "role", "version"}},
 	"swd_concurrency":               {dto.MetricType_GAUGE, nil},
+	"swd_request_body_bytes":        {dto.MetricType_HISTOGRAM, []string{"edge"}},
+	"swd_response_body_bytes":       {dto.MetricType_HISTOGRAM, []string{"edge"}},
+	"swd_transfer_bytes_total":      {dto.MetricType_COUNTER, []string{"body", "direction", "peer"}},
+	"swd_transfer_handoff_seconds":  {dto.MetricType_HISTOGRAM, []string{"size"}},
 	"swd_work_seconds":              {dto.MetricType_GAUGE, nil},
 	"swd_route_cost_seconds":        {dto.MetricType_GAUGE, []string{"route"}},
 }
@@ -97,7 +101,15 @@ var boundedValues = map[string]map[string][]string{
 	"swd_gossip_dropped_total":    {"reason": {"malformed", "foreign"}},
 	"swd_gossip_view_age_seconds": {"peer": {"<node>"}},
 	"swd_policy_info":             {"policy": {"<policy>"}, "epoch": {"<epoch>"}},
-	"swd_route_cost_seconds":      {"route": {"<route>"}},
+	"swd_request_body_bytes":      {"edge": strs(metrics.Edges...)},
+	"swd_response_body_bytes":     {"edge": strs(metrics.Edges...)},
+	"swd_transfer_bytes_total": {
+		"direction": strs(metrics.DirIn, metrics.DirOut),
+		"peer":      {"<node>"},
+		"body":      strs(metrics.BodyKinds...),
+	},
+	"swd_transfer_handoff_seconds": {"size": strs(metrics.SizeClasses...)},
+	"swd_route_cost_seconds":       {"route": {"<route>"}},
 }
 
 // strs lists label values of one of the label types as strings.
@@ -133,6 +145,9 @@ func exercised(t *testing.T) *metrics.Metrics {
 	m.TransferIn("node-2", metrics.TransferRefused)
 	m.SetPolicy("nu", 5)
 	m.Reject(metrics.ReasonQueueFull)
+	m.ObserveFlow(metrics.EdgeClient, 100, 2000)
+	m.TransferFlow(metrics.DirOut, "node-1", 100, 2000)
+	m.ObserveHandoff(100, time.Millisecond)
 	return m
 }
 

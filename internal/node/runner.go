@@ -75,9 +75,7 @@ func (n *Node) tick() {
 		n.drainHandOff(v)
 		return
 	}
-	for _, mv := range n.plan(st.p.Planner, v) {
-		n.q.HandOff(mv.Count, v.Nodes[mv.To].Name)
-	}
+	n.handOff(v, n.plan(st.p.Planner, v))
 }
 
 // planView is the cluster's view with the peers this node must not

@@ -136,6 +136,8 @@ const (
 type Outcome struct {
 	Kind OutcomeKind
 	Peer string // for Transfer: the destination node's name
+	// At is when a Transfer was decided (the hand-off), zero otherwise.
+	At time.Time
 }
 
 type state int
@@ -174,6 +176,8 @@ type Ticket struct {
 	Priority int
 	// Cost is the request's predicted service time (0: unknown).
 	Cost time.Duration
+	// Size is the request's body in bytes, what moving it carries.
+	Size int64
 
 	seq      uint64
 	pushed   time.Time
@@ -481,7 +485,7 @@ func (q *Queue) HandOff(n int, peer string) int {
 		if t.Transferable {
 			q.remove(t)
 			t.st = stHandedOff
-			t.notify <- Outcome{Kind: Transfer, Peer: peer}
+			t.notify <- Outcome{Kind: Transfer, Peer: peer, At: time.Now()}
 			handed++
 		}
 		e = prev

@@ -34,8 +34,9 @@ the same table, CSV, capacities and plots. --duration is measured after --warmup
 in a real run. The policy "central" (one FIFO queue for the whole cluster, M/G/n) is
 the work-conserving limit.`,
 		Example: `  loadgen sim --policies rr,ct,ll,nu,central --rates 40,120,200,240,280,320,360 --limit-from nu@320
+  loadgen sim --workload burst --nodes 12 --percentiles 99.5 --limit 927ms
   loadgen sim --workload mixed --load-index count,work --policies nu,steal --rates 320
-  loadgen sim --workload burst --nodes 12 --percentiles 99.5 --limit 927ms`,
+  loadgen sim --policies nu --rates 280 --large-share 0.2 --large-body 1048576 --handoff-per-mib 60ms --transfer-cost`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec, err := wl.spec(cmd.Flags())
@@ -97,13 +98,18 @@ the work-conserving limit.`,
 				MaxErrorRate: rf.maxErrorRate,
 			}
 			tb := loadgen.Block{Title: "transfers per request"}
+			held := loadgen.Block{Title: "moves held back by the transfer-cost rule, per request"}
 			for i, res := range results {
 				row := SimRow(res)
 				row.Policy = cfgLabels[i]
 				report.Rows = append(report.Rows, row)
 				tb.Cells = append(tb.Cells, loadgen.Cell{Policy: cfgLabels[i], Rate: res.Config.Rate, Value: res.TransfersPerRequest})
+				held.Cells = append(held.Cells, loadgen.Cell{Policy: cfgLabels[i], Rate: res.Config.Rate, Value: float64(res.HeldBack) / float64(max(res.Requests, 1))})
 			}
 			report.Blocks = append(report.Blocks, tb)
+			if cfg.TransferCost {
+				report.Blocks = append(report.Blocks, held)
+			}
 			report.Blocks = append(report.Blocks, costBlocks(results, cfgLabels)...)
 			return finish(e, report, rep.limits, rf, nil, false)
 		},
@@ -126,6 +132,11 @@ the work-conserving limit.`,
 	fs.StringSliceVar(&indices, "load-index", []string{"count"}, "load indices transfer policies plan on, each a row of its own: count, work (rows POLICY+work; a node learns each route's cost online, as swd --load-index work)")
 	fs.IntVar(&cfg.Cost.Theta, "cost-theta", d.Cost.Theta, "work index: samples averaged before the cost statistic becomes a moving average (as swd --cost-theta)")
 	fs.Float64Var(&cfg.Cost.Weight, "cost-weight", d.Cost.Weight, "work index: the moving average's weight of the old value (as swd --cost-weight)")
+	fs.Int64Var(&cfg.Bodies.SmallBytes, "small-body", 0, "body bytes of the requests that are not large")
+	fs.Int64Var(&cfg.Bodies.LargeBytes, "large-body", 1<<20, "body bytes of the large requests")
+	fs.Float64Var(&cfg.Bodies.LargeShare, "large-share", 0, "share of the requests with a large body (0 to 1)")
+	fs.DurationVar(&cfg.HandoffPerMiB, "handoff-per-mib", 0, "how much longer than --transfer-delay moving a request takes per MiB of its body")
+	fs.BoolVar(&cfg.TransferCost, "transfer-cost", false, "move a request only if the wait it saves exceeds its hand-off time (policy.WorthMoving, as swd --transfer-cost measured)")
 	return cmd
 }
 
