@@ -11,6 +11,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -162,7 +163,8 @@ func measure(s *setup, rate int, dur time.Duration, binDir string) error {
 // answers 200.
 func start(bin string, args []string, ready string) (stop func(), err error) {
 	cmd := exec.Command(bin, args...)
-	cmd.Stderr = os.Stderr
+	var logs bytes.Buffer // shown only if it never gets ready
+	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -190,7 +192,7 @@ func start(bin string, args []string, ready string) (stop func(), err error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	stop()
-	return nil, fmt.Errorf("%s never answered %s", filepath.Base(bin), ready)
+	return nil, fmt.Errorf("%s never answered %s: %s", filepath.Base(bin), ready, logs.String())
 }
 
 // attack runs vegeta against base + "/work?ms=0" at rate req/s.
