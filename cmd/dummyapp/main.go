@@ -24,8 +24,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/swd-project/swd/internal/affinity"
 	"github.com/swd-project/swd/internal/config"
+	"github.com/swd-project/swd/internal/cpuset"
 	"github.com/swd-project/swd/internal/dummyapp"
 )
 
@@ -96,14 +96,14 @@ environment over file.`,
 				return err
 			}
 			if cpus != "" { // before busy mode calibrates its loop
-				set, err := affinity.Parse(cpus)
+				set, err := cpuset.Parse(cpus)
 				if err != nil {
 					return usageError{fmt.Errorf("--cpus: %w", err)}
 				}
-				if err := affinity.Apply(set); err != nil {
+				if err := cpuset.Apply(set); err != nil {
 					return fmt.Errorf("--cpus: %w", err)
 				}
-				logger.Info("pinned to CPUs", "cpus", affinity.Format(set))
+				logger.Info("pinned to CPUs", "cpus", cpuset.Format(set))
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()

@@ -15,9 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/swd-project/swd/internal/affinity"
 	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/config"
+	"github.com/swd-project/swd/internal/cpuset"
 	"github.com/swd-project/swd/internal/node"
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/tlsutil"
@@ -148,14 +148,14 @@ func run(ctx context.Context, f *flags, stderr io.Writer) error {
 		return err
 	}
 	if f.cpus != "" {
-		cpus, err := affinity.Parse(f.cpus)
+		cpus, err := cpuset.Parse(f.cpus)
 		if err == nil {
-			err = affinity.Apply(cpus)
+			err = cpuset.Apply(cpus)
 		}
 		if err != nil {
 			return fmt.Errorf("--cpus: %w", err)
 		}
-		log.Info("pinned to CPUs", "cpus", affinity.Format(cpus))
+		log.Info("pinned to CPUs", "cpus", cpuset.Format(cpus))
 	}
 	c := f.cfg
 	c.Logger = log

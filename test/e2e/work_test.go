@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/swd-project/swd/internal/affinity"
+	"github.com/swd-project/swd/internal/cpuset"
 	"github.com/swd-project/swd/internal/localcluster"
 	"github.com/swd-project/swd/test/testutil"
 )
@@ -158,7 +158,7 @@ func TestCPUPinning(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("--cpus is Linux only")
 	}
-	allowed, err := affinity.Current()
+	allowed, err := cpuset.Current()
 	require.NoError(t, err)
 	cpu := fmt.Sprint(allowed[len(allowed)-1])
 	c := startCluster(t, func(cfg *localcluster.Config) {

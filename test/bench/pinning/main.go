@@ -27,7 +27,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"github.com/swd-project/swd/internal/affinity"
+	"github.com/swd-project/swd/internal/cpuset"
 )
 
 func main() {
@@ -57,7 +57,7 @@ func run(rate int, dur time.Duration, rounds int, binDir string) error {
 		fmt.Println("core placement: skipped (--cpus is Linux only)")
 		return nil
 	}
-	cpus, err := affinity.Current()
+	cpus, err := cpuset.Current()
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func run(rate int, dur time.Duration, rounds int, binDir string) error {
 	a, b := fmt.Sprint(cpus[0]), fmt.Sprint(cpus[1])
 	setups := []*setup{{name: "unpinned"}, {name: "pinned apart", swd: a, app: b}}
 	fmt.Printf("core placement: zero-time app and swd as processes, %d CPUs (%s), load generator unpinned, %d req/s for %s per measurement, %d rounds\n",
-		len(cpus), affinity.Format(cpus), rate, dur, rounds)
+		len(cpus), cpuset.Format(cpus), rate, dur, rounds)
 	fmt.Printf("pinned apart: swd --cpus %s, dummyapp --cpus %s; the machine is shared (other builds may run meanwhile)\n\n", a, b)
 	for r := 1; r <= rounds; r++ {
 		for _, s := range setups {

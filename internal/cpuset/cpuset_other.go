@@ -1,6 +1,6 @@
 //go:build !linux
 
-package affinity
+package cpuset
 
 // Current returns ErrUnsupported: this system has no sched_getaffinity.
 func Current() ([]int, error) { return nil, ErrUnsupported }

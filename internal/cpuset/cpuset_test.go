@@ -1,4 +1,4 @@
-package affinity
+package cpuset
 
 import (
 	"runtime"

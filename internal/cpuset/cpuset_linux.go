@@ -1,6 +1,6 @@
 //go:build linux
 
-package affinity
+package cpuset
 
 import (
 	"errors"

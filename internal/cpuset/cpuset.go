@@ -1,4 +1,4 @@
-// Package affinity pins a process to a set of CPUs: swd --cpus and dummyapp
+// Package cpuset pins a process to a set of CPUs: swd --cpus and dummyapp
 // --cpus, so that the daemon and its app can be kept off each other's
 // cores (paper 003, SPLiT, places work on cores with sched_setaffinity;
 // docs/performance.md, "Core placement", measures what it changes here).
@@ -14,7 +14,7 @@
 //
 // Concurrency: Parse and Current are safe for concurrent use. Apply
 // changes process-wide state: call it once, at start-up, before serving.
-package affinity
+package cpuset
 
 import (
 	"errors"
