@@ -66,6 +66,16 @@ type Config struct {
 	// ahead × recent mean service time ÷ slots) exceeds the queue timeout,
 	// instead of queueing a request that would time out anyway.
 	EarlyReject bool
+	// AbandonAfter bounds how long the app may go on with a request whose
+	// client left: its slot stays taken until the app's answer has ended
+	// (read and discarded) or, after AbandonAfter, swd closes the app
+	// connection. Default 60s.
+	AbandonAfter time.Duration
+	// UpgradeSlot says whether an upgraded connection (WebSocket) holds its
+	// app slot for its whole life ("hold", the default: the app counts it)
+	// or frees it once the switch is made ("free": the app's upgraded
+	// connections are not limited by m).
+	UpgradeSlot string
 	// Logger receives debug request logs and warnings.
 	Logger *slog.Logger
 }
@@ -82,6 +92,8 @@ func DefaultConfig() Config {
 		RetryAfter:        time.Second,
 		TransferTimeout:   time.Minute,
 		EarlyReject:       true,
+		AbandonAfter:      time.Minute,
+		UpgradeSlot:       "hold",
 	}
 }
 
@@ -103,6 +115,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-hops must not be negative, got %d", c.MaxHops)
 	case c.Placement != "arrival" && c.Placement != "tail":
 		return fmt.Errorf("--placement must be \"arrival\" or \"tail\", got %q", c.Placement)
+	case c.UpgradeSlot != "hold" && c.UpgradeSlot != "free":
+		return fmt.Errorf("--upgrade-slot must be \"hold\" or \"free\", got %q", c.UpgradeSlot)
+	case c.AbandonAfter <= 0:
+		return fmt.Errorf("--abandon-after must be positive, got %s", c.AbandonAfter)
 	}
 	return validateForwarding(c.RetryAfter, c.TransferTimeout)
 }
@@ -232,7 +248,7 @@ func New(cfg Config, q *queue.Queue, fwd *transfer.Client, peers Peers, m *metri
 				pr.Out.Header.Set("X-Forwarded-Proto", p.in.Scheme)
 			}
 		},
-		Transport:    releasingTransport{newAppTransport()},
+		Transport:    releasingTransport{RoundTripper: newAppTransport(), freeUpgrades: cfg.UpgradeSlot == "free"},
 		ErrorHandler: h.appError,
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
@@ -258,39 +274,69 @@ func newAppTransport() *http.Transport {
 type ctxKey struct{}
 
 // releasingTransport frees a request's app slot when the app's answer has
-// been read to its end or closed, so a slow client reading a large answer
-// does not hold the slot the app no longer uses. Upgrade answers (101) are
-// left alone: their body is the connection itself.
-type releasingTransport struct{ http.RoundTripper }
+// been read to its end, so a slow client reading a large answer does not
+// hold the slot the app no longer uses. An answer closed before its end (the
+// client left) is read to its end and discarded in the background, and only
+// then is the slot freed: the app is still working on it (see serveLocal).
+// Upgrade answers (101) are left alone: their body is the connection
+// itself; with --upgrade-slot free, the slot is freed once the switch is
+// made.
+type releasingTransport struct {
+	http.RoundTripper
+	freeUpgrades bool
+}
 
 func (rt releasingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := rt.RoundTripper.RoundTrip(req)
-	if err != nil || resp == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+	if err != nil || resp == nil {
 		return resp, err
 	}
-	if p, ok := req.Context().Value(ctxKey{}).(*pending); ok && p.release != nil {
-		resp.Body = &releaseOnEOF{ReadCloser: resp.Body, release: p.release}
+	p, ok := req.Context().Value(ctxKey{}).(*pending)
+	if !ok || p.release == nil {
+		return resp, nil
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if rt.freeUpgrades {
+			p.release()
+		}
+		return resp, nil
+	}
+	resp.Body = &releaseOnEOF{ReadCloser: resp.Body, p: p}
 	return resp, nil
 }
 
 type releaseOnEOF struct {
 	io.ReadCloser
-	release func()
+	p   *pending
+	eof bool
 }
 
 func (b *releaseOnEOF) Read(x []byte) (int, error) {
 	n, err := b.ReadCloser.Read(x)
 	if err == io.EOF {
-		b.release()
+		b.eof = true
+		b.p.release()
 	}
 	return n, err
 }
 
+// Close frees the slot at once after the whole answer was read; before
+// that, it hands the rest of the answer to a goroutine that reads it to its
+// end (or until the abandon timer closes the app connection) and then
+// frees the slot.
 func (b *releaseOnEOF) Close() error {
-	err := b.ReadCloser.Close()
-	b.release()
-	return err
+	if b.eof || b.p.draining {
+		err := b.ReadCloser.Close()
+		b.p.release()
+		return err
+	}
+	b.p.draining = true
+	go func() {
+		_, _ = io.Copy(io.Discard, b.ReadCloser)
+		_ = b.ReadCloser.Close()
+		b.p.release()
+	}()
+	return nil
 }
 
 // abortServer marks a transferred request's context so ReverseProxy aborts
@@ -312,6 +358,12 @@ type pending struct {
 	appOutcome metrics.Outcome
 	// release frees the app slot (once); set while serving locally.
 	release func()
+	// clientCtx is the client's (or sender's) context: the request the app
+	// gets does not end with it (see serveLocal).
+	clientCtx context.Context
+	// draining is set when the rest of the app's answer is being read in
+	// the background: that goroutine frees the slot.
+	draining bool
 }
 
 // ServeHTTP serves a client request.
@@ -484,19 +536,51 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 	ctx := r.Context()
 	var began time.Time
 	var once sync.Once
+	// The app's request does not end when the client leaves: most apps go
+	// on working on a request whose connection closed, so the slot (m is
+	// the app's limit) stays taken until the app's answer has ended. Only
+	// after AbandonAfter without a client does swd close the app
+	// connection, which frees the slot.
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu       sync.Mutex
+		finished bool
+		abandon  *time.Timer
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			abandon = time.AfterFunc(h.cfg.AbandonAfter, cancel)
+		}
+	})
 	// The slot is released as soon as the app's answer has been read to
 	// its end (see releasingTransport), not when a slow client has taken
 	// all of it: the app is free then. Whatever happens, at the latest
-	// when serving ends.
+	// when serving ends, or when the rest of an abandoned answer has been
+	// read.
+	p.clientCtx = ctx
 	p.release = func() {
 		once.Do(func() {
 			h.q.Done(t)
 			if ctx.Err() == nil && !began.IsZero() {
 				h.service.observe(time.Since(began))
 			}
+			stop()
+			mu.Lock()
+			finished = true
+			if abandon != nil {
+				abandon.Stop()
+			}
+			mu.Unlock()
+			cancel()
 		})
 	}
-	defer p.release()
+	defer func() {
+		if !p.draining {
+			p.release()
+		}
+	}()
 	wait := time.Since(t.Pushed())
 	h.m.ObserveQueueWait(wait)
 	if rep, ok := w.(transfer.QueueWaitReporter); ok {
@@ -509,10 +593,10 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 	case p.stream != nil:
 		r.Body = io.NopCloser(p.stream)
 	}
-	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
+	r = r.WithContext(context.WithValue(actx, ctxKey{}, p))
 	began = time.Now()
 	h.rp.ServeHTTP(w, r)
-	if h.log.Enabled(r.Context(), slog.LevelDebug) {
+	if h.log.Enabled(ctx, slog.LevelDebug) {
 		h.log.Debug("request served locally", "id", p.id, "method", r.Method, "transferred_in", p.in != nil,
 			"wait", wait.String())
 	}
@@ -655,13 +739,17 @@ func (h *Handler) appError(w http.ResponseWriter, r *http.Request, err error) {
 			p.appOutcome = outcome
 		}
 	}
+	clientCtx := r.Context()
+	if p != nil && p.clientCtx != nil {
+		clientCtx = p.clientCtx
+	}
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		set(metrics.OutcomeRejected)
 		h.m.Reject(metrics.ReasonBodyTooLarge)
 		http.Error(w, "swd: request body too large", http.StatusRequestEntityTooLarge)
-	case r.Context().Err() != nil:
+	case clientCtx.Err() != nil || r.Context().Err() != nil:
 		// the client went away; nobody to answer
 		set(metrics.OutcomeClientGone)
 	default:
