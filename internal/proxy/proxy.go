@@ -76,6 +76,18 @@ type Config struct {
 	// or frees it once the switch is made ("free": the app's upgraded
 	// connections are not limited by m).
 	UpgradeSlot string
+	// MaxBufferedBytes bounds the request body bytes held in memory at
+	// once, over all requests; a body that does not fit is refused with
+	// 503. Default 64 MiB; at least MaxTransferBody.
+	MaxBufferedBytes int64
+	// BodyIdleTimeout is the longest a client may send no byte of its
+	// request body; then 408 and the connection closes. Default 10s.
+	BodyIdleTimeout time.Duration
+	// SpoolDir is where bodies larger than MaxTransferBody are received
+	// (in swd-spool/<pid>-*/ under it; default the system's temporary
+	// directory); MaxSpoolBytes bounds their total size (default 1 GiB).
+	SpoolDir      string
+	MaxSpoolBytes int64
 	// Logger receives debug request logs and warnings.
 	Logger *slog.Logger
 }
@@ -94,6 +106,9 @@ func DefaultConfig() Config {
 		EarlyReject:       true,
 		AbandonAfter:      time.Minute,
 		UpgradeSlot:       "hold",
+		MaxBufferedBytes:  64 << 20,
+		BodyIdleTimeout:   10 * time.Second,
+		MaxSpoolBytes:     1 << 30,
 	}
 }
 
@@ -117,6 +132,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--placement must be \"arrival\" or \"tail\", got %q", c.Placement)
 	case c.UpgradeSlot != "hold" && c.UpgradeSlot != "free":
 		return fmt.Errorf("--upgrade-slot must be \"hold\" or \"free\", got %q", c.UpgradeSlot)
+	case c.MaxBufferedBytes < c.MaxTransferBody:
+		return fmt.Errorf("--max-buffered-bytes must be at least --max-transfer-body (%d), got %d", c.MaxTransferBody, c.MaxBufferedBytes)
+	case c.MaxSpoolBytes < 0:
+		return fmt.Errorf("--max-spool-bytes must not be negative, got %d", c.MaxSpoolBytes)
+	case c.BodyIdleTimeout <= 0:
+		return fmt.Errorf("--body-idle-timeout must be positive, got %s", c.BodyIdleTimeout)
 	case c.AbandonAfter <= 0:
 		return fmt.Errorf("--abandon-after must be positive, got %s", c.AbandonAfter)
 	}
@@ -158,6 +179,10 @@ type Handler struct {
 	// backlog reports the requests ahead of a new arrival and the slots
 	// serving them (see SetBacklog).
 	backlog func() (ahead, slots int)
+	// memBudget and spoolBudget bound received bodies; spool makes the
+	// files (see body.go).
+	memBudget, spoolBudget budget
+	spool                  *spool
 }
 
 // ewma is an exponentially weighted moving average of durations, updated
@@ -238,6 +263,11 @@ func New(cfg Config, q *queue.Queue, fwd *transfer.Client, peers Peers, m *metri
 		cfg: cfg, q: q, fwd: fwd, peers: peers, m: m, log: log,
 		retry: retryAfterHeader(cfg.RetryAfter),
 		ids:   newRequestIDs(cfg.NodeName),
+		spool: &spool{root: spoolRoot(cfg.SpoolDir)},
+	}
+	h.memBudget.limit, h.spoolBudget.limit = cfg.MaxBufferedBytes, cfg.MaxSpoolBytes
+	if n := cleanStaleSpools(h.spool.root); n > 0 {
+		log.Info("removed spool directories of processes that are gone", "dir", h.spool.root, "removed", n)
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -349,8 +379,10 @@ var errAnswerAborted = errors.New("answer aborted after its head")
 type pending struct {
 	id      string
 	r       *http.Request
-	body    []byte    // buffered body (transferable), or nil
-	stream  io.Reader // body to stream when not buffered
+	body    []byte      // buffered body (transferable), or nil
+	spooled io.ReaderAt // body received into a spool file, or nil
+	size    int64       // the spooled body's size
+	held    heldBody    // the budgets the body holds; freed when the request ends
 	arrival time.Time
 	hops    int
 	in      *transfer.Inbound // set for requests transferred here
@@ -382,6 +414,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 	}
 	p := &pending{id: h.ids.of(r), r: r, arrival: start}
+	defer h.free(&p.held)
 	transferable, err := h.readBody(w, r, p)
 	if err != nil {
 		h.fail(w, r, p, err, start)
@@ -457,8 +490,9 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 	return err
 }
 
-// readBody enforces MaxBody and buffers bodies up to MaxTransferBody. It
-// reports whether the request may be transferred.
+// readBody enforces MaxBody and receives the whole body before the request
+// is queued (see receive). It reports whether the request may be
+// transferred: only bodies held in memory travel.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, p *pending) (bool, error) {
 	transferable := !isUpgrade(r) && transfer.Transferable(r)
 	if r.ContentLength > h.cfg.MaxBody {
@@ -467,31 +501,23 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, p *pending) (
 	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
 		return transferable, nil
 	}
-	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
-	if r.ContentLength > h.cfg.MaxTransferBody {
-		p.stream = body
-		return false, nil
-	}
-	limit := h.cfg.MaxTransferBody
-	buf := make([]byte, 0, min(max(r.ContentLength, 512), limit+1))
-	b := bytes.NewBuffer(buf)
-	n, err := b.ReadFrom(io.LimitReader(body, limit+1))
+	ir := &idleReader{r: http.MaxBytesReader(w, r.Body, h.cfg.MaxBody), rc: http.NewResponseController(w), timeout: h.cfg.BodyIdleTimeout}
+	defer ir.disarm()
+	mem, spooled, size, err := h.receive(r, ir, &p.held)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return false, fmt.Errorf("%w: more than %d bytes", swderr.ErrBodyTooLarge, h.cfg.MaxBody)
+		if errors.Is(err, swderr.ErrBodyTimeout) {
+			w.Header().Set("Connection", "close")
 		}
-		var ne net.Error
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) || r.Context().Err() != nil {
-			return false, fmt.Errorf("%w: reading body: %w", swderr.ErrClientGone, err)
-		}
-		return false, fmt.Errorf("%w: malformed body: %w", swderr.ErrBadRequest, err)
+		return false, err
 	}
-	if n > limit {
-		p.stream = io.MultiReader(bytes.NewReader(b.Bytes()), body)
+	if spooled != nil {
+		p.spooled, p.size = spooled, size
 		return false, nil
 	}
-	p.body = b.Bytes()
+	p.body = mem
+	if p.body == nil {
+		p.body = []byte{}
+	}
 	return transferable, nil
 }
 
@@ -590,8 +616,9 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 	case p.body != nil:
 		r.Body = io.NopCloser(bytes.NewReader(p.body))
 		r.ContentLength = int64(len(p.body))
-	case p.stream != nil:
-		r.Body = io.NopCloser(p.stream)
+	case p.spooled != nil:
+		r.Body = io.NopCloser(io.NewSectionReader(p.spooled, 0, p.size))
+		r.ContentLength = p.size
 	}
 	r = r.WithContext(context.WithValue(actx, ctxKey{}, p))
 	began = time.Now()
@@ -688,7 +715,7 @@ func reason(err error) metrics.Reason {
 		return metrics.ReasonQueueFull
 	case errors.Is(err, swderr.ErrQueueTimeout):
 		return metrics.ReasonQueueTimeout
-	case errors.Is(err, swderr.ErrOverloaded):
+	case errors.Is(err, swderr.ErrOverloaded), errors.Is(err, swderr.ErrBufferFull):
 		return metrics.ReasonOverloaded
 	case errors.Is(err, swderr.ErrDraining):
 		return metrics.ReasonDraining
@@ -696,7 +723,7 @@ func reason(err error) metrics.Reason {
 		return metrics.ReasonBodyTooLarge
 	case errors.Is(err, swderr.ErrMaybeStarted):
 		return metrics.ReasonTransferFailed
-	case errors.Is(err, swderr.ErrBadRequest):
+	case errors.Is(err, swderr.ErrBadRequest), errors.Is(err, swderr.ErrBodyTimeout):
 		return metrics.ReasonBadRequest
 	case errors.Is(err, swderr.ErrNoBackend):
 		return metrics.ReasonNoBackend
