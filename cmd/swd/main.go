@@ -130,6 +130,13 @@ environment, which wins over the file.`,
 	fs.IntVar(&c.GRPCMaxMessageSize, "grpc-max-message", c.GRPCMaxMessageSize, "largest gRPC message in bytes")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	// Hardening (issue 17): bodies, slots, upgrades.
+	fs.Int64Var(&c.Proxy.MaxBufferedBytes, "max-buffered-bytes", c.Proxy.MaxBufferedBytes, "most request body bytes held in memory at once, over all requests; beyond it, 503")
+	fs.Int64Var(&c.Proxy.MaxSpoolBytes, "max-spool-bytes", c.Proxy.MaxSpoolBytes, "most bytes of bodies larger than --max-transfer-body spooled to temporary files at once; beyond it, 503")
+	fs.StringVar(&c.Proxy.SpoolDir, "spool-dir", "", "directory for spooled request bodies (default the system's temporary directory)")
+	fs.DurationVar(&c.Proxy.BodyIdleTimeout, "body-idle-timeout", c.Proxy.BodyIdleTimeout, "longest a client may send no byte of its request body; then 408")
+	fs.DurationVar(&c.Proxy.AbandonAfter, "abandon-after", c.Proxy.AbandonAfter, "how long the app may go on with a request whose client left (it keeps its slot) before swd closes the app connection")
+	fs.StringVar(&c.Proxy.UpgradeSlot, "upgrade-slot", c.Proxy.UpgradeSlot, `"hold": an upgraded connection (WebSocket) keeps its app slot for its life; "free": the slot is freed once the switch is made`)
 	config.AddConfigFlag(fs)
 	return cmd
 }

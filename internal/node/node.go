@@ -130,7 +130,7 @@ func DefaultConfig() Config {
 		MaxHeaderBytes:       1 << 20,
 		ReadHeaderTimeout:    10 * time.Second,
 		IdleTimeout:          120 * time.Second,
-		MaxConcurrentStreams: 250,
+		MaxConcurrentStreams: 100,
 		GRPCMaxMessageSize:   4 << 20,
 	}
 }
@@ -202,6 +202,9 @@ func (c Config) validate() error {
 	}
 	if c.DrainTimeout < 0 {
 		return fmt.Errorf("--drain-timeout must not be negative, got %s", c.DrainTimeout)
+	}
+	if err := c.validateDefences(); err != nil {
+		return err
 	}
 	if c.ServerCreds == nil && !c.Insecure && !IsLoopback(c.GRPC) {
 		return fmt.Errorf("--grpc %s is beyond loopback without TLS: give --tls-cert/--tls-key/--tls-ca, or --insecure to accept plaintext", c.GRPC)

@@ -72,7 +72,7 @@ func (c DispatcherConfig) Validate() error {
 	case c.MaxTransferBody < 0:
 		return fmt.Errorf("--max-transfer-body must not be negative, got %d", c.MaxTransferBody)
 	}
-	return validateForwarding(c.RetryAfter, c.TransferTimeout)
+	return validateForwarding(c.RetryAfter, c.TransferTimeout, c.IdempotentMethods)
 }
 
 // Dispatcher is the front door of `swd --role dispatcher` (policies rr and

@@ -141,12 +141,17 @@ func (c Config) Validate() error {
 	case c.AbandonAfter <= 0:
 		return fmt.Errorf("--abandon-after must be positive, got %s", c.AbandonAfter)
 	}
-	return validateForwarding(c.RetryAfter, c.TransferTimeout)
+	return validateForwarding(c.RetryAfter, c.TransferTimeout, c.IdempotentMethods)
 }
 
 // validateForwarding checks the settings a node's front and a dispatcher
 // share for forwarding requests.
-func validateForwarding(retryAfter, transferTimeout time.Duration) error {
+func validateForwarding(retryAfter, transferTimeout time.Duration, idempotent []string) error {
+	for _, m := range idempotent {
+		if !transfer.ValidMethod(m) || m == http.MethodConnect {
+			return fmt.Errorf("--idempotent-methods: %q is not an HTTP method (a token, not CONNECT)", m)
+		}
+	}
 	switch {
 	case retryAfter < 0:
 		return fmt.Errorf("--retry-after must not be negative, got %s", retryAfter)
