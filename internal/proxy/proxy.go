@@ -370,6 +370,9 @@ func (b *releaseOnEOF) Close() error {
 		_, _ = io.Copy(io.Discard, b.ReadCloser)
 		_ = b.ReadCloser.Close()
 		b.p.release()
+		if b.p.finish != nil {
+			b.p.finish()
+		}
 	}()
 	return nil
 }
@@ -394,7 +397,9 @@ type pending struct {
 	// appOutcome is set by appError when the app did not answer.
 	appOutcome metrics.Outcome
 	// release frees the app slot (once); set while serving locally.
-	release func()
+	// finish ends the app request's context and its abandon timer (once),
+	// after the app's answer was read or abandoned.
+	release, finish func()
 	// clientCtx is the client's (or sender's) context: the request the app
 	// gets does not end with it (see serveLocal).
 	clientCtx context.Context
@@ -466,16 +471,18 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 		p.body = body
 	}
 	t := queue.NewTicket(p, in.Hops < h.cfg.MaxHops && !in.Dispatched)
+	// The request keeps its place by arrival and the queue deadline it had
+	// where its client called (arrival + --queue-timeout), so a transfer
+	// never extends its wait. An arrival time that cannot be honest (in
+	// the future, or older than the queue timeout plus a minute of clock
+	// skew) is not believed: the request is placed as arriving now, so a
+	// forged arrival_unix_nano cannot jump the queue.
+	arrival := plausibleArrival(in.Arrival, time.Now(), h.q.Config().Timeout)
 	if h.cfg.Placement == "arrival" && !in.Dispatched {
-		t.Key = in.Arrival.UnixNano()
+		t.Key = arrival.UnixNano()
 	}
-	// The request keeps the queue deadline it had where its client called
-	// (arrival + --queue-timeout), so a transfer never extends its wait;
-	// an arrival time far off this node's clock is ignored.
 	if timeout := h.q.Config().Timeout; timeout > 0 {
-		if age := time.Since(in.Arrival); age >= 0 && age < timeout+time.Minute {
-			t.Deadline = in.Arrival.Add(timeout)
-		}
+		t.Deadline = arrival.Add(timeout)
 	}
 	peer := in.From
 	if err := h.overloaded(); err != nil {
@@ -493,6 +500,25 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 	}
 	h.m.TransferIn(peer, outcome)
 	return err
+}
+
+// arrivalSkew is the clock difference between nodes an arrival time may
+// show and still be believed.
+const arrivalSkew = time.Minute
+
+// plausibleArrival returns arrival when an honest sender could have sent
+// it (not after now plus the skew, not before now minus the queue timeout
+// and the skew; a future time within the skew counts as now), else now.
+func plausibleArrival(arrival, now time.Time, timeout time.Duration) time.Time {
+	switch {
+	case arrival.After(now):
+		return now
+	case timeout > 0 && now.Sub(arrival) >= timeout+arrivalSkew:
+		return now
+	case timeout <= 0 && now.Sub(arrival) >= arrivalSkew:
+		return now
+	}
+	return arrival
 }
 
 // readBody enforces MaxBody and receives the whole body before the request
@@ -597,6 +623,11 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 			if ctx.Err() == nil && !began.IsZero() {
 				h.service.observe(time.Since(began))
 			}
+		})
+	}
+	var finishOnce sync.Once
+	p.finish = func() {
+		finishOnce.Do(func() {
 			stop()
 			mu.Lock()
 			finished = true
@@ -610,6 +641,7 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 	defer func() {
 		if !p.draining {
 			p.release()
+			p.finish()
 		}
 	}()
 	wait := time.Since(t.Pushed())

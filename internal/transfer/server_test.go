@@ -344,6 +344,12 @@ func TestForwardRefused(t *testing.T) {
 		{"hop limit", nil, func(m *swdv1.ForwardRequest) { m.Hops = 2 }, false},
 		// A sender that is not a member: refused before the backend.
 		{"not a member", nil, func(m *swdv1.ForwardRequest) { m.FromNode = "stranger" }, false},
+		// A transfer naming the receiving node itself as its sender (a
+		// standalone node is always its own member): refused before the
+		// backend. Issue 17, item 8.
+		{"names the receiver", nil, func(m *swdv1.ForwardRequest) { m.FromNode = "node-b" }, false},
+		// The app is not ready: the backend's marked refusal. Issue 17, item 2.
+		{"app not ready", swderr.ErrAppUnavailable, nil, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -351,7 +357,7 @@ func TestForwardRefused(t *testing.T) {
 			addr, _ := startServer(t, backendFunc(func(http.ResponseWriter, *http.Request, transfer.Inbound) error {
 				called.Add(1)
 				return tc.backendErr
-			}), members{"node-a": true})
+			}), members{"node-a": true, "node-b": true})
 			m := outbound(http.MethodPost, "/x", []byte("b"))
 			if tc.mutate != nil {
 				tc.mutate(m)
