@@ -307,8 +307,14 @@ func New(cfg Config) (*Node, error) {
 		stopRun:  make(chan struct{}),
 		runDone:  make(chan struct{}),
 		serveErr: make(chan error, 3),
-		hlth:     newPeerHealth(time.Now),
 	}
+	n.hlth = newPeerHealth(time.Now, func() int {
+		if n.cl == nil {
+			return 0
+		}
+		return n.cl.Members() - 1
+	})
+	n.readiness = newReadiness(n)
 	p, _ := policy.Lookup(cfg.Policy)
 	n.pol.Store(&policyState{p: p, activation: cfg.ActivationInterval})
 
@@ -393,8 +399,12 @@ func (n *Node) Policy() cluster.PolicyStamp {
 }
 
 // Extras implements cluster.LocalState: what the node gossips beyond its
-// load and policy. The daemon fills no extension field yet.
-func (n *Node) Extras() cluster.Extras { return cluster.Extras{} }
+// load and policy.
+func (n *Node) Extras() cluster.Extras {
+	return cluster.Extras{
+		Unavailable: n.q != nil && !n.readiness.ready(), // the app is not ready (health.go)
+	}
+}
 
 // The cluster layer reads the node's load and policy directly.
 var _ cluster.LocalState = (*Node)(nil)
@@ -471,6 +481,7 @@ func (n *Node) Start() error {
 		}
 		n.h.OnTransfer(n.hlth.record)
 		n.h.SetBacklog(n.clusterBacklog)
+		n.h.SetAppReadiness(n.readiness.ready, n.readiness.markDown)
 		ts, err := transfer.NewServer(n.cfg.TransferServer, n.h, n)
 		if err != nil {
 			n.stopAll()
@@ -488,7 +499,9 @@ func (n *Node) Start() error {
 		handler = n.disp
 	}
 
-	n.readiness = newReadiness(n)
+	if n.cfg.Role == cluster.RoleNode {
+		go n.readiness.run(n.stopRun)
+	}
 	n.httpSrv = n.newHTTPServer(handler)
 	n.adminSrv = &http.Server{Handler: n.adminMux(), ReadHeaderTimeout: 5 * time.Second}
 
@@ -612,7 +625,8 @@ func (n *Node) GRPCAddr(name string) (string, bool) {
 func (n *Node) IsMember(name string) bool { return n.cl != nil && n.cl.IsMember(name) }
 
 // backends lists the nodes a dispatcher may send to, in ring order: every
-// alive ring member that is not ejected for failing transfers. A dispatcher
+// alive ring member that is not ejected for failing transfers and whose app
+// is ready (by gossip). A dispatcher
 // keeps exact counts itself, so a node whose load gossip is late (a busy
 // machine) is still a backend; memberlist's failure detection and the
 // peer-health ejection take dead ones out.
@@ -620,7 +634,7 @@ func (n *Node) backends() []proxy.Backend {
 	peers := n.cl.Peers()
 	out := make([]proxy.Backend, 0, len(peers))
 	for _, p := range peers {
-		if p.RingID < 0 || p.GRPCAddr == "" || !n.hlth.healthy(p.Name) {
+		if p.RingID < 0 || p.GRPCAddr == "" || !n.hlth.healthy(p.Name) || p.Unavailable {
 			continue
 		}
 		out = append(out, proxy.Backend{Name: p.Name, GRPCAddr: p.GRPCAddr})

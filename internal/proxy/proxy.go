@@ -184,6 +184,11 @@ type Handler struct {
 	// backlog reports the requests ahead of a new arrival and the slots
 	// serving them (see SetBacklog).
 	backlog func() (ahead, slots int)
+	// appReady, if set, says whether the local app is ready: transfers
+	// are refused while it is not; appDown is told when the app refused a
+	// connection (see readiness.go).
+	appReady func() bool
+	appDown  func()
 	// memBudget and spoolBudget bound received bodies; spool makes the
 	// files (see body.go).
 	memBudget, spoolBudget budget
@@ -406,6 +411,9 @@ type pending struct {
 	// draining is set when the rest of the app's answer is being read in
 	// the background: that goroutine frees the slot.
 	draining bool
+	// refuse is set by appError when a transferred request could not reach
+	// the app at all: nothing was written, and the sender gets a refusal.
+	refuse error
 }
 
 // ServeHTTP serves a client request.
@@ -485,6 +493,10 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 		t.Deadline = arrival.Add(timeout)
 	}
 	peer := in.From
+	if h.appReady != nil && !h.appReady() {
+		h.m.TransferIn(peer, metrics.TransferRefused)
+		return fmt.Errorf("%w: refusing a transfer", swderr.ErrAppUnavailable)
+	}
 	if err := h.overloaded(); err != nil {
 		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
@@ -576,6 +588,9 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p
 		switch out.Kind {
 		case queue.Granted:
 			h.serveLocal(w, r, t, p)
+			if p.refuse != nil {
+				return "", p.refuse
+			}
 			if p.appOutcome != "" {
 				return p.appOutcome, nil
 			}
@@ -693,7 +708,7 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 	res, ferr := h.fwd.Forward(tctx, addr, msg, w)
 	cancel()
 	if h.onTransfer != nil {
-		h.onTransfer(peer, ferr)
+		h.onTransfer(peer, transferHealth(res, ferr))
 	}
 	o := classifyForward(res, ferr, ctx.Err() != nil, slices.Contains(h.cfg.IdempotentMethods, r.Method))
 	h.m.TransferOut(peer, o.transfer, time.Since(start))
@@ -816,7 +831,16 @@ func (h *Handler) appError(w http.ResponseWriter, r *http.Request, err error) {
 	case clientCtx.Err() != nil || r.Context().Err() != nil:
 		// the client went away; nobody to answer
 		set(metrics.OutcomeClientGone)
+	case appRefused(err) && p != nil && p.in != nil:
+		// A transferred request the app never got: refuse it, so the
+		// sender puts it back and serves it elsewhere.
+		h.noteAppDown()
+		set(metrics.OutcomeRejected)
+		p.refuse = fmt.Errorf("%w: %w", swderr.ErrAppUnavailable, err)
 	default:
+		if appRefused(err) {
+			h.noteAppDown()
+		}
 		set(metrics.OutcomeFailed)
 		h.log.Warn("app request failed", "err", err)
 		w.Header().Set("X-Swd-Error", "app unreachable")

@@ -58,6 +58,9 @@ var (
 	// ErrAppUnavailable: the node's application is not ready; transfers to
 	// it are refused (a refusal: the sender puts the request back).
 	ErrAppUnavailable = errors.New("application not ready")
+	// ErrPeer5xx: a peer served a transferred request and its app answered
+	// 5xx; peer health counts it against that peer (outlier detection).
+	ErrPeer5xx = errors.New("peer's application answered 5xx")
 )
 
 // HTTPStatus maps an error to the status code SWD answers a client with.
