@@ -120,7 +120,7 @@ environment, which wins over the file.`,
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate for the gRPC port (mTLS)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs every node's certificate")
-	fs.BoolVar(&c.Insecure, "insecure", false, "allow a plaintext gRPC port beyond loopback")
+	fs.BoolVar(&c.Insecure, "insecure", false, "allow a plaintext gRPC port, and gossip without --gossip-key, beyond loopback")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof on the admin port")
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "largest request header block")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time allowed to read request headers (slowloris guard)")
@@ -137,6 +137,7 @@ environment, which wins over the file.`,
 	fs.DurationVar(&c.Proxy.BodyIdleTimeout, "body-idle-timeout", c.Proxy.BodyIdleTimeout, "longest a client may send no byte of its request body; then 408")
 	fs.DurationVar(&c.Proxy.AbandonAfter, "abandon-after", c.Proxy.AbandonAfter, "how long the app may go on with a request whose client left (it keeps its slot) before swd closes the app connection")
 	fs.StringVar(&c.Proxy.UpgradeSlot, "upgrade-slot", c.Proxy.UpgradeSlot, `"hold": an upgraded connection (WebSocket) keeps its app slot for its life; "free": the slot is freed once the switch is made`)
+	fs.StringVar(&c.TransferSecret, "transfer-secret", "", "cluster secret nodes authenticate transfers to each other with (default: derived from the control token, which never leaves the node)")
 	config.AddConfigFlag(fs)
 	return cmd
 }

@@ -70,6 +70,8 @@ func TestBadConfigurationIsRefused(t *testing.T) {
 		{"no body idle timeout", []string{"--body-idle-timeout", "0"}, nil, "--body-idle-timeout must be positive"},
 		{"buffer budget below one body", []string{"--max-buffered-bytes", "1000"}, nil, "--max-buffered-bytes must be at least"},
 		{"bad upgrade slot", []string{"--upgrade-slot", "maybe"}, nil, "--upgrade-slot"},
+		// Issue 17, item 5: gossip beyond loopback needs a key or --insecure.
+		{"gossip beyond loopback without key", []string{"--gossip", "0.0.0.0:0"}, nil, "--gossip 0.0.0.0:0 is beyond loopback without --gossip-key"},
 		// The gRPC message limit bounds transfers.
 		{"tiny grpc message limit", []string{"--grpc-max-message", "1000"}, nil, "--grpc-max-message"},
 	}

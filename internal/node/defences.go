@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/cluster"
 )
 
@@ -95,4 +96,14 @@ func pointsAtSelf(app, listen string) bool {
 // ipLoopback reports whether host is a loopback address or localhost.
 func ipLoopback(host string) bool {
 	return IsLoopback(net.JoinHostPort(host, "1"))
+}
+
+// nodeKey is the key nodes authenticate each other with: from the transfer
+// secret, else from the control token (which then never leaves the node:
+// only MACs under the derived key do).
+func (c Config) nodeKey() auth.NodeKey {
+	if c.TransferSecret != "" {
+		return auth.DeriveNodeKey(c.TransferSecret)
+	}
+	return auth.DeriveNodeKey(c.Control.Token)
 }

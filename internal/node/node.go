@@ -59,8 +59,9 @@ var Version = "dev"
 //     is the same);
 //   - Proxy.MaxHops: TransferServer.MaxHops, at least 1 (a dispatcher's
 //     forward arrives with one hop, even on nodes that never transfer);
-//   - Control.Token: Transfer.Auth (transfers carry the cluster's token;
-//     over TLS, only over TLS).
+//   - TransferSecret, else Control.Token: Transfer.Auth (the node key
+//     transfers and fanned-out control calls are authenticated with; the
+//     token itself never leaves the node; over TLS, only over TLS).
 //
 // Cluster.GRPCAddr, if empty, is the bound gRPC address, set by Start.
 type Config struct {
@@ -77,6 +78,9 @@ type Config struct {
 	Transfer       transfer.ClientConfig
 	TransferServer transfer.ServerConfig
 	Control        control.Config
+	// TransferSecret is the cluster secret nodes authenticate each other's
+	// calls with (a key derived from it); empty means the control token's.
+	TransferSecret string
 
 	// Policy is the initial policy; ActivationInterval how often a
 	// transfer policy runs.
@@ -88,7 +92,8 @@ type Config struct {
 	Pprof bool
 	// ServerCreds, if set, secure the gRPC port (mTLS).
 	ServerCreds credentials.TransportCredentials
-	// Insecure allows a plaintext gRPC port beyond loopback.
+	// Insecure allows a plaintext gRPC port, and gossip without a key,
+	// beyond loopback.
 	Insecure bool
 	// HTTP limits for the client listener.
 	MaxHeaderBytes       int
@@ -150,7 +155,7 @@ func (c Config) Derived() (Config, error) {
 	derive(&errs, "Cluster.Logger", &c.Cluster.Logger, c.Logger)
 	derive(&errs, "Transfer.MaxMessageSize", &c.Transfer.MaxMessageSize, c.GRPCMaxMessageSize)
 	derive(&errs, "TransferServer.MaxHops", &c.TransferServer.MaxHops, max(c.Proxy.MaxHops, 1))
-	derive(&errs, "Transfer.Auth", &c.Transfer.Auth, auth.Bearer{Token: c.Control.Token, Secure: c.ServerCreds != nil})
+	derive(&errs, "Transfer.Auth", &c.Transfer.Auth, auth.NodeCreds{Key: c.nodeKey(), Secure: c.ServerCreds != nil})
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -208,6 +213,10 @@ func (c Config) validate() error {
 	}
 	if c.ServerCreds == nil && !c.Insecure && !IsLoopback(c.GRPC) {
 		return fmt.Errorf("--grpc %s is beyond loopback without TLS: give --tls-cert/--tls-key/--tls-ca, or --insecure to accept plaintext", c.GRPC)
+	}
+	if len(c.Cluster.GossipKey) == 0 && !c.Insecure && !IsLoopback(c.Cluster.GossipAddr) {
+		return fmt.Errorf("--gossip %s is beyond loopback without --gossip-key: anyone who reaches it could join the cluster; "+
+			"give --gossip-key (or SWD_GOSSIP_KEY), or --insecure to accept unauthenticated gossip", c.Cluster.GossipAddr)
 	}
 	var parts []interface{ Validate() error }
 	if c.Role == cluster.RoleNode {
@@ -452,12 +461,19 @@ func (n *Node) Start() error {
 		grpc.MaxRecvMsgSize(n.cfg.GRPCMaxMessageSize),
 		grpc.MaxSendMsgSize(n.cfg.GRPCMaxMessageSize),
 	}
-	opts = append(opts, auth.ServerOptions(n.cfg.Control.Token)...)
+	opts = append(opts, auth.ServerOptions(auth.ServerAuth{
+		Token:       n.cfg.Control.Token,
+		NodeKey:     n.cfg.nodeKey(),
+		Authorities: []string{n.cfg.GRPC, n.grpcLn.Addr().String(), ccfg.GRPCAddr},
+	})...)
 	opts = append(opts, transfer.ServerKeepalive()...)
 	if n.cfg.ServerCreds != nil {
 		opts = append(opts, grpc.Creds(n.cfg.ServerCreds))
 	} else if !IsLoopback(n.cfg.GRPC) {
 		n.log.Warn("gRPC port is plaintext beyond loopback (--insecure): transfers and control are unencrypted", "grpc", n.cfg.GRPC)
+	}
+	if len(n.cfg.Cluster.GossipKey) == 0 && !IsLoopback(n.cfg.Cluster.GossipAddr) {
+		n.log.Warn("gossip is unauthenticated beyond loopback (--insecure): anyone who reaches it can join the cluster", "gossip", n.cfg.Cluster.GossipAddr)
 	}
 	if n.cfg.Control.Token == "" {
 		if IsLoopback(n.cfg.GRPC) {
@@ -690,6 +706,10 @@ func (n *Node) ApplyPolicy(name string, epoch int64, activation time.Duration) (
 	if activation <= 0 {
 		activation = n.pol.Load().activation
 	}
+	if now := time.Now().UnixMilli(); epoch > now+MaxEpochLead.Milliseconds() {
+		return n.Policy(), fmt.Errorf("policy epoch %d (%s) is more than %s ahead of this node's clock (%d): ignored",
+			epoch, name, MaxEpochLead, now)
+	}
 	for {
 		cur := n.pol.Load()
 		if epoch < cur.epoch || (epoch == cur.epoch && name != cur.p.Name) {
@@ -722,16 +742,28 @@ func (n *Node) bumpEpoch(e int64) {
 }
 
 // NextEpoch implements control.PolicyHolder: wall-clock milliseconds, but always
-// above every epoch this node has seen (its own and gossiped ones).
+// above every epoch this node has seen (its own and gossiped ones), except
+// gossiped epochs more than MaxEpochLead ahead of its clock, which it
+// ignores: so an operator's switch always wins over them.
 func (n *Node) NextEpoch() int64 {
+	now := time.Now().UnixMilli()
 	seen := n.maxEpoch.Load()
 	if n.cl != nil {
 		for _, p := range n.cl.Peers() {
-			seen = max(seen, p.Policy.Epoch)
+			if p.Policy.Epoch <= now+MaxEpochLead.Milliseconds() {
+				seen = max(seen, p.Policy.Epoch)
+			}
 		}
 	}
-	return max(time.Now().UnixMilli(), seen+1)
+	return max(now, seen+1)
 }
+
+// MaxEpochLead is how far ahead of a node's clock a policy epoch may be.
+// Epochs are wall-clock milliseconds (NextEpoch), so an honest one is ahead
+// only by the clock difference between nodes (and a millisecond per switch
+// made faster than one a millisecond); one further ahead was made up, and is
+// ignored and logged, so it can never lock the operator out.
+const MaxEpochLead = 10 * time.Minute
 
 // Name implements control.Local.
 func (n *Node) Name() string { return n.cfg.NodeName }
