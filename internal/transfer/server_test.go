@@ -341,7 +341,6 @@ func TestForwardAuthenticatesAsNode(t *testing.T) {
 	}
 }
 
-
 func TestForwardRefused(t *testing.T) {
 	tests := []struct {
 		name string
