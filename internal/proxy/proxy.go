@@ -302,7 +302,7 @@ func (h *Handler) OnTransfer(f func(peer string, err error)) { h.onTransfer = f 
 func newAppTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           appDialer(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}),
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   1024,
 		IdleConnTimeout:       90 * time.Second,
@@ -609,11 +609,13 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 	var began time.Time
 	var once sync.Once
 	// The app's request does not end when the client leaves: most apps go
-	// on working on a request whose connection closed, so the slot (m is
-	// the app's limit) stays taken until the app's answer has ended. Only
+	// on working on a request whose client left, so the slot (m is the
+	// app's limit) stays taken until the app's answer has ended or the app
+	// closed the connection (swd half-closes it, see appconn.go). Only
 	// after AbandonAfter without a client does swd close the app
-	// connection, which frees the slot.
+	// connection itself, which frees the slot.
 	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ar := &appRequest{cancel: cancel}
 	var (
 		mu       sync.Mutex
 		finished bool
@@ -623,6 +625,7 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 		mu.Lock()
 		defer mu.Unlock()
 		if !finished {
+			ar.clientGone()
 			abandon = time.AfterFunc(h.cfg.AbandonAfter, cancel)
 		}
 	})
@@ -664,15 +667,21 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 	if rep, ok := w.(transfer.QueueWaitReporter); ok {
 		rep.ReportQueueWait(wait) // a transferred request: its sender learns the wait
 	}
+	// Bodies are received whole (readBody), so the app request can be
+	// sent again on another connection (see appConn).
 	switch {
 	case p.body != nil:
-		r.Body = io.NopCloser(bytes.NewReader(p.body))
-		r.ContentLength = int64(len(p.body))
+		body := p.body
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		r.ContentLength = int64(len(body))
 	case p.spooled != nil:
-		r.Body = io.NopCloser(io.NewSectionReader(p.spooled, 0, p.size))
-		r.ContentLength = p.size
+		f, size := p.spooled, p.size
+		r.Body = io.NopCloser(io.NewSectionReader(f, 0, size))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(io.NewSectionReader(f, 0, size)), nil }
+		r.ContentLength = size
 	}
-	r = r.WithContext(context.WithValue(actx, ctxKey{}, p))
+	r = r.WithContext(context.WithValue(ar.trace(actx), ctxKey{}, p))
 	began = time.Now()
 	h.rp.ServeHTTP(w, r)
 	if h.log.Enabled(ctx, slog.LevelDebug) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -105,20 +106,63 @@ func TestClientLeavingKeepsAppSlot(t *testing.T) {
 	}
 }
 
-// An app that never answers a request whose client left gets its
-// connection closed after AbandonAfter, which frees the slot for the next
-// request.
+// An app that ignores a request whose client left and never answers it
+// gets its connection closed after AbandonAfter, which frees the slot for
+// the next request.
 func TestAbandonAfterFreesSlot(t *testing.T) {
-	n := newNode(t, "node-a", nodeOpts{cfg: func(c *Config) { c.AbandonAfter = 100 * time.Millisecond }})
+	block := make(chan struct{})
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/never" {
+			<-block // ignores the request's context
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	t.Cleanup(app.Close)
+	t.Cleanup(func() { close(block) })
+	q, err := queue.New(queue.Config{Concurrency: 1, Limit: 10, Timeout: 3 * waitLimit})
+	require.NoError(t, err)
+	cfg := DefaultConfig()
+	cfg.NodeName, cfg.App, cfg.AbandonAfter = "node-a", app.URL, 100*time.Millisecond
+	h, err := New(cfg, q, nil, peerMap{}, nil)
+	require.NoError(t, err)
+	front := httptest.NewServer(h)
+	t.Cleanup(front.Close)
 	c := newHTTPClient(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	held := goDo(c, newReq(t, ctx, http.MethodGet, n.front.URL, "/hold", "gone", nil))
-	eventually(t, func() bool { return n.app.count("gone") == 1 }, "the held request never reached the app")
+	gone := goDo(c, newReq(t, ctx, http.MethodGet, front.URL, "/never", "", nil))
+	eventually(t, func() bool { return q.InFlight() == 1 }, "the request never reached the app")
 	cancel()
-	require.Error(t, await(t, held).err)
+	require.Error(t, await(t, gone).err)
 	// The slot is still the app's until the abandon timer closes its
 	// connection; then the next request is served.
-	res := await(t, goDo(c, newReq(t, context.Background(), http.MethodGet, n.front.URL, "/x", "next", nil)))
+	res := await(t, goDo(c, newReq(t, context.Background(), http.MethodGet, front.URL, "/x", "", nil)))
 	require.NoError(t, res.err)
 	assert.Equal(t, http.StatusOK, res.resp.StatusCode)
+}
+
+// After a client left and its app connection was half-closed, the app's
+// connections are still sound: every later request is answered 200 (a
+// half-closed connection is never reused for another request).
+func TestHalfClosedConnectionNotReused(t *testing.T) {
+	app := &stubbornApp{work: 50 * time.Millisecond}
+	appSrv := httptest.NewServer(app)
+	t.Cleanup(appSrv.Close)
+	q, err := queue.New(queue.Config{Concurrency: 1, Limit: 100, Timeout: 3 * waitLimit})
+	require.NoError(t, err)
+	cfg := DefaultConfig()
+	cfg.NodeName, cfg.App = "node-a", appSrv.URL
+	h, err := New(cfg, q, nil, peerMap{}, nil)
+	require.NoError(t, err)
+	front := httptest.NewServer(h)
+	t.Cleanup(front.Close)
+	c := newHTTPClient(t)
+	for i := range 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		_, _ = c.Do(newReq(t, ctx, http.MethodGet, front.URL, "/leave", "", nil))
+		cancel()
+		res := await(t, goDo(c, newReq(t, context.Background(), http.MethodPost, front.URL, "/stay", "", strings.NewReader("body"))))
+		require.NoError(t, res.err, "round %d", i)
+		assert.Equal(t, http.StatusOK, res.resp.StatusCode, "round %d: %s", i, res.body)
+	}
 }
