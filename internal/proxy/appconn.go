@@ -25,21 +25,32 @@ import (
 // appConn is a connection to the app that can be half-closed for good.
 type appConn struct {
 	net.Conn
-	poisoned atomic.Bool
+	// owner is the request that has the connection now; poisonedBy the
+	// one whose client left (the connection is unusable from then on).
+	owner, poisonedBy atomic.Pointer[appRequest]
 }
 
 var errHalfClosed = errors.New("app connection half-closed after its client left")
 
+// Write refuses to write once the connection was half-closed. For the
+// request whose client left, it reports the bytes as written, so the
+// Transport does not send that request again elsewhere; for a later
+// request that got the connection from the idle pool, it reports nothing
+// written, so the Transport sends it on another connection.
 func (c *appConn) Write(b []byte) (int, error) {
-	if c.poisoned.Load() {
+	if by := c.poisonedBy.Load(); by != nil {
+		if by == c.owner.Load() {
+			return len(b), errHalfClosed
+		}
 		return 0, errHalfClosed
 	}
 	return c.Conn.Write(b)
 }
 
-// halfClose shuts the connection's writing side and marks it unusable.
-func (c *appConn) halfClose() {
-	if c.poisoned.Swap(true) {
+// halfClose shuts the connection's writing side for good, on behalf of
+// the request by.
+func (c *appConn) halfClose(by *appRequest) {
+	if !c.poisonedBy.CompareAndSwap(nil, by) {
 		return
 	}
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
@@ -59,17 +70,16 @@ func appDialer(d *net.Dialer) func(ctx context.Context, network, addr string) (n
 	}
 }
 
-// appRequest follows one request to the app: which connection it got and
-// whether it was written, so that a client leaving can half-close it.
+// appRequest follows one request to the app: which connection it got, so
+// that a client leaving can half-close it.
 type appRequest struct {
 	mu     sync.Mutex
 	conn   *appConn
-	wrote  bool
 	gone   bool
 	cancel context.CancelFunc
 }
 
-// trace returns ctx with the hooks that follow the request.
+// trace returns ctx with the hook that follows the request.
 func (a *appRequest) trace(ctx context.Context) context.Context {
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(i httptrace.GotConnInfo) {
@@ -77,32 +87,33 @@ func (a *appRequest) trace(ctx context.Context) context.Context {
 			if tc, ok := c.(*tls.Conn); ok {
 				c = tc.NetConn()
 			}
-			ac, _ := c.(*appConn)
+			ac, ok := c.(*appConn)
+			if !ok {
+				return
+			}
+			ac.owner.Store(a)
 			a.mu.Lock()
 			defer a.mu.Unlock()
-			a.conn, a.wrote = ac, false
-		},
-		WroteRequest: func(httptrace.WroteRequestInfo) {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			a.wrote = true
-			if a.gone && a.conn != nil {
-				a.conn.halfClose()
+			a.conn = ac
+			if a.gone {
+				ac.halfClose(a)
 			}
 		},
 	})
 }
 
-// clientGone is called when the client left: a request the app has not
-// been sent yet is cancelled (the app never sees it); one it has is
-// half-closed, and its answer awaited.
+// clientGone is called when the client left. Before the request has a
+// connection it is cancelled (the app never sees it); once it has one, the
+// connection is half-closed: whatever part of the request was sent, the
+// app is left to answer it or to close the connection, and nothing more is
+// sent (see appConn.Write).
 func (a *appRequest) clientGone() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.gone = true
-	if !a.wrote || a.conn == nil {
+	if a.conn == nil {
 		a.cancel()
 		return
 	}
-	a.conn.halfClose()
+	a.conn.halfClose(a)
 }
