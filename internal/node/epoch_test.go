@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/swd-project/swd/internal/cluster"
 )
 
 // A policy epoch far ahead of the node's clock (a rogue member's
@@ -27,7 +29,7 @@ func TestFarFutureEpochIgnored(t *testing.T) {
 		// The rogue's epoch: refused, the policy stays.
 		{"max int64", "none", math.MaxInt64, false},
 		// Just past the bound: refused.
-		{"beyond the lead", "none", now + MaxEpochLead.Milliseconds() + 60_000, false},
+		{"beyond the lead", "none", now + cluster.MaxEpochLead.Milliseconds() + 60_000, false},
 		// A minute ahead (a node with a fast clock): taken.
 		{"clock skew", "ll", now + 60_000, true},
 	}

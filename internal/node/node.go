@@ -706,9 +706,9 @@ func (n *Node) ApplyPolicy(name string, epoch int64, activation time.Duration) (
 	if activation <= 0 {
 		activation = n.pol.Load().activation
 	}
-	if now := time.Now().UnixMilli(); epoch > now+MaxEpochLead.Milliseconds() {
+	if now := time.Now().UnixMilli(); epoch > now+cluster.MaxEpochLead.Milliseconds() {
 		return n.Policy(), fmt.Errorf("policy epoch %d (%s) is more than %s ahead of this node's clock (%d): ignored",
-			epoch, name, MaxEpochLead, now)
+			epoch, name, cluster.MaxEpochLead, now)
 	}
 	for {
 		cur := n.pol.Load()
@@ -743,27 +743,23 @@ func (n *Node) bumpEpoch(e int64) {
 
 // NextEpoch implements control.PolicyHolder: wall-clock milliseconds, but always
 // above every epoch this node has seen (its own and gossiped ones), except
-// gossiped epochs more than MaxEpochLead ahead of its clock, which it
-// ignores: so an operator's switch always wins over them.
+// gossiped epochs more than cluster.MaxEpochLead ahead of its clock, which
+// it ignores: so an operator's switch always wins over them. Epochs are
+// wall-clock milliseconds, so an honest one is ahead only by the clock
+// difference between nodes (and a millisecond per switch made faster than
+// one a millisecond); one further ahead was made up.
 func (n *Node) NextEpoch() int64 {
 	now := time.Now().UnixMilli()
 	seen := n.maxEpoch.Load()
 	if n.cl != nil {
 		for _, p := range n.cl.Peers() {
-			if p.Policy.Epoch <= now+MaxEpochLead.Milliseconds() {
+			if p.Policy.Epoch <= now+cluster.MaxEpochLead.Milliseconds() {
 				seen = max(seen, p.Policy.Epoch)
 			}
 		}
 	}
 	return max(now, seen+1)
 }
-
-// MaxEpochLead is how far ahead of a node's clock a policy epoch may be.
-// Epochs are wall-clock milliseconds (NextEpoch), so an honest one is ahead
-// only by the clock difference between nodes (and a millisecond per switch
-// made faster than one a millisecond); one further ahead was made up, and is
-// ignored and logged, so it can never lock the operator out.
-const MaxEpochLead = 10 * time.Minute
 
 // Name implements control.Local.
 func (n *Node) Name() string { return n.cfg.NodeName }

@@ -26,7 +26,8 @@ func (r rogue) Extras() cluster.Extras      { return cluster.Extras{} }
 // epoch is far ahead of every node's clock, so it is ignored and logged,
 // and `swdctl policy set --cluster` still switches every real node. On main
 // every node adopted "none" and the switch failed everywhere with "stale
-// policy epoch". Issue 17, item 5.
+// policy epoch"; and a later switch on one node must still spread by
+// gossip. Issue 17, item 5.
 func TestRogueEpochIgnored(t *testing.T) {
 	binDir(t)
 	t.Parallel()
@@ -66,4 +67,11 @@ func TestRogueEpochIgnored(t *testing.T) {
 	for _, n := range []*node{a, b} {
 		assert.Equal(t, "ll", testutil.Status(t, testutil.Control(t, n.GRPC)).GetPolicy().GetName(), "%s (swdctl exit %d)", n.Name, code)
 	}
+	// A switch made on node-a alone still reaches node-b by gossip: the
+	// rogue's epoch did not become the highest one node-b waits to beat.
+	out, code = swdctl(t, "--addr", a.GRPC, "policy", "set", "nu")
+	require.Zero(t, code, out)
+	ctlB := testutil.Control(t, b.GRPC)
+	require.Eventually(t, func() bool { return testutil.Status(t, ctlB).GetPolicy().GetName() == "nu" }, 20*time.Second, 20*time.Millisecond,
+		"node-b never adopted node-a's switch by gossip")
 }
