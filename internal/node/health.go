@@ -3,7 +3,10 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,15 +130,15 @@ func (h *peerHealth) ejected() []string {
 }
 
 // readiness answers /readyz: a node is ready while it is not draining and
-// its app answers HTTP (any status); a dispatcher while it has a backend.
+// its app accepts connections; a dispatcher while it has a backend.
 // A node probes its app in the background every appProbeInterval (and at
 // once when the proxy saw the app refuse a connection); the result is also
 // gossiped (cluster.Extras.Unavailable), so peers stop sending the node
 // anything while its app is down, and the node refuses transfers.
 type readiness struct {
-	n      *Node
-	client *http.Client
-	down   atomic.Bool // the app is not ready
+	n       *Node
+	timeout time.Duration
+	down    atomic.Bool // the app is not ready
 	kick   chan struct{}
 	mu     sync.Mutex
 	err    error // why the app is not ready
@@ -145,7 +148,7 @@ type readiness struct {
 const appProbeInterval = 250 * time.Millisecond
 
 func newReadiness(n *Node) *readiness {
-	return &readiness{n: n, client: &http.Client{Timeout: time.Second}, kick: make(chan struct{}, 1)}
+	return &readiness{n: n, timeout: time.Second, kick: make(chan struct{}, 1)}
 }
 
 // ready reports whether the app answered the last probe.
@@ -193,21 +196,25 @@ func (r *readiness) run(stop <-chan struct{}) {
 	}
 }
 
+// probe checks that the app accepts connections. It opens and closes a
+// TCP connection and sends no request: a request would be one more than m
+// at the app. An app that accepts but fails is caught by peer health (5xx
+// and failed transfers), and one that refuses a connection the proxy
+// opens is marked down at once (markDown).
 func (r *readiness) probe() error {
-	ctx, cancel := context.WithTimeout(context.Background(), r.client.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.n.cfg.Proxy.App, nil)
-	if err == nil {
-		var resp *http.Response
-		resp, err = r.client.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-		}
-	}
+	u, err := url.Parse(r.n.cfg.Proxy.App)
 	if err != nil {
-		return errors.New("app not answering: " + err.Error())
+		return fmt.Errorf("app URL: %w", err)
 	}
-	return nil
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
+	}
+	c, err := net.DialTimeout("tcp", host, r.timeout)
+	if err != nil {
+		return errors.New("app not accepting connections: " + err.Error())
+	}
+	return c.Close()
 }
 
 func (r *readiness) check() error {
