@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http/httptrace"
 	"sync"
-	"sync/atomic"
 )
 
 // When a client leaves while the app works on its request, swd does not
@@ -25,9 +24,10 @@ import (
 // appConn is a connection to the app that can be half-closed for good.
 type appConn struct {
 	net.Conn
-	// owner is the request that has the connection now; poisonedBy the
+	mu sync.Mutex
+	// owner is the request that got the connection last; poisonedBy the
 	// one whose client left (the connection is unusable from then on).
-	owner, poisonedBy atomic.Pointer[appRequest]
+	owner, poisonedBy *appRequest
 }
 
 var errHalfClosed = errors.New("app connection half-closed after its client left")
@@ -36,10 +36,14 @@ var errHalfClosed = errors.New("app connection half-closed after its client left
 // request whose client left, it reports the bytes as written, so the
 // Transport does not send that request again elsewhere; for a later
 // request that got the connection from the idle pool, it reports nothing
-// written, so the Transport sends it on another connection.
+// written (its first write), so the Transport sends it on another
+// connection.
 func (c *appConn) Write(b []byte) (int, error) {
-	if by := c.poisonedBy.Load(); by != nil {
-		if by == c.owner.Load() {
+	c.mu.Lock()
+	by, owner := c.poisonedBy, c.owner
+	c.mu.Unlock()
+	if by != nil {
+		if by == owner {
 			return len(b), errHalfClosed
 		}
 		return 0, errHalfClosed
@@ -47,12 +51,24 @@ func (c *appConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
+// take records that req got the connection.
+func (c *appConn) take(req *appRequest) {
+	c.mu.Lock()
+	c.owner = req
+	c.mu.Unlock()
+}
+
 // halfClose shuts the connection's writing side for good, on behalf of
-// the request by.
+// the request by, if by still has it: once its answer was read, the
+// connection may already serve another request, which must not be cut.
 func (c *appConn) halfClose(by *appRequest) {
-	if !c.poisonedBy.CompareAndSwap(nil, by) {
+	c.mu.Lock()
+	if c.owner != by || c.poisonedBy != nil {
+		c.mu.Unlock()
 		return
 	}
+	c.poisonedBy = by
+	c.mu.Unlock()
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
 		return
 	}
@@ -91,7 +107,7 @@ func (a *appRequest) trace(ctx context.Context) context.Context {
 			if !ok {
 				return
 			}
-			ac.owner.Store(a)
+			ac.take(a)
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			a.conn = ac

@@ -32,7 +32,7 @@ func TestAppConnHalfClose(t *testing.T) {
 	t.Cleanup(func() { _ = app.Close() })
 
 	left, later := &appRequest{}, &appRequest{}
-	c.owner.Store(left)
+	c.take(left)
 	n, err := c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
 	require.NoError(t, err)
 	assert.Equal(t, 18, n)
@@ -50,8 +50,34 @@ func TestAppConnHalfClose(t *testing.T) {
 	n, err = c.Write([]byte("more"))
 	assert.ErrorIs(t, err, errHalfClosed)
 	assert.Equal(t, 4, n, "the abandoned request's write counts as written: not resent")
-	c.owner.Store(later)
+	c.take(later)
 	n, err = c.Write([]byte("next"))
 	assert.ErrorIs(t, err, errHalfClosed)
 	assert.Zero(t, n, "a later request's write counts as not written: sent elsewhere")
+}
+
+// A client that leaves after its answer was read does not cut the
+// connection the next request already uses.
+func TestAppConnNotCutForNextOwner(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_, _ = io.Copy(io.Discard, c)
+			_ = c.Close()
+		}
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	c := &appConn{Conn: raw}
+	t.Cleanup(func() { _ = c.Close() })
+	old, next := &appRequest{}, &appRequest{}
+	c.take(old)
+	c.take(next) // the idle pool handed the connection on
+	c.halfClose(old)
+	n, err := c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	require.NoError(t, err, "the next request's connection was cut")
+	assert.Equal(t, 18, n)
 }
