@@ -139,9 +139,9 @@ type readiness struct {
 	n       *Node
 	timeout time.Duration
 	down    atomic.Bool // the app is not ready
-	kick   chan struct{}
-	mu     sync.Mutex
-	err    error // why the app is not ready
+	kick    chan struct{}
+	mu      sync.Mutex
+	err     error // why the app is not ready
 }
 
 // appProbeInterval is how often a node probes its app.
