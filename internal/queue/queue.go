@@ -18,6 +18,13 @@
 // holds the slot idle (per-route limits, cache-aware order). Hand-offs for
 // transfer always take from the tail of the (Key, sequence) order.
 //
+// Moving: a waiting ticket leaves for a peer only if it is Transferable and
+// Config.Movable (when set) allows it for that peer. This one rule holds for
+// every way a ticket leaves for a peer: HandOff from the tail, PushTo at
+// admission, and any removal of a waiting ticket on a peer's behalf (a
+// pull). Keyed requests use it to stay at their home node unless the home is
+// past its load bound (internal/affinity, docs/affinity.md).
+//
 // Concurrency: all methods are safe for concurrent use. Load, Waiting and
 // InFlight read atomics and never take the lock, so the cluster layer can
 // read the load index on its 20 ms tick without contending with requests.
@@ -56,6 +63,11 @@ type Config struct {
 	// Scheduler, if set, decides which waiting ticket a free slot goes to
 	// (see Scheduler). Nil means FIFO by (Key, sequence).
 	Scheduler Scheduler
+	// Movable, if set, is the rule for whether a Transferable ticket may
+	// leave this node for peer (see "Moving" in the package doc). Nil: every
+	// Transferable ticket may. The queue calls it under its lock: it must
+	// be quick and must not call back into the queue.
+	Movable func(t *Ticket, peer string) bool
 }
 
 // Scheduler decides which waiting ticket a free app slot goes to. The queue
@@ -246,6 +258,18 @@ func (q *Queue) Push(t *Ticket) error {
 	now := time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if err := q.admitLocked(t, now); err != nil {
+		return err
+	}
+	q.insert(t)
+	q.grantLocked()
+	return nil
+}
+
+// admitLocked checks that a new ticket may enter (not pushed before, not
+// draining, room to wait) and stamps it: sequence, push time, Key and
+// deadline.
+func (q *Queue) admitLocked(t *Ticket, now time.Time) error {
 	if t.st != stNew {
 		return fmt.Errorf("push: ticket already pushed")
 	}
@@ -267,8 +291,6 @@ func (q *Queue) Push(t *Ticket) error {
 	if !t.Deadline.IsZero() && (t.deadline.IsZero() || t.Deadline.Before(t.deadline)) {
 		t.deadline = t.Deadline
 	}
-	q.insert(t)
-	q.grantLocked()
 	return nil
 }
 
@@ -440,7 +462,8 @@ func (q *Queue) Done(t *Ticket) {
 
 // HandOff takes up to n transferable waiting tickets from the tail of the
 // queue and hands each to its owner with Outcome{Transfer, peer}. It skips
-// tickets that may not move, and returns how many it handed off.
+// tickets that may not move to peer (not Transferable, or refused by
+// Config.Movable), and returns how many it handed off.
 func (q *Queue) HandOff(n int, peer string) int {
 	if n <= 0 {
 		return 0
@@ -451,7 +474,7 @@ func (q *Queue) HandOff(n int, peer string) int {
 	for e := q.waiting.Back(); e != nil && handed < n; {
 		t := e.Value.(*Ticket)
 		prev := e.Prev()
-		if t.Transferable {
+		if q.movable(t, peer) {
 			q.remove(t)
 			t.st = stHandedOff
 			t.notify <- Outcome{Kind: Transfer, Peer: peer}
