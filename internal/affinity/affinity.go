@@ -229,6 +229,17 @@ func (p Placement) Self() int { return p.self }
 // Name is node i's name.
 func (p Placement) Name(i int) string { return p.nodes[i].Name }
 
+// Index is the ring ID of the node called name, -1 if it is not in the
+// placement.
+func (p Placement) Index(name string) int {
+	for i, n := range p.nodes {
+		if n.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
 // Within reports whether node i is known and its load is below the bound.
 func (p Placement) Within(i int) bool {
 	return i >= 0 && i < len(p.nodes) && p.nodes[i].Known && p.nodes[i].Load < p.bound

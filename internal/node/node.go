@@ -26,8 +26,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/swd-project/swd/internal/affinity"
 	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/cluster"
+	"github.com/swd-project/swd/internal/cohort"
 	"github.com/swd-project/swd/internal/control"
 	"github.com/swd-project/swd/internal/metrics"
 	"github.com/swd-project/swd/internal/policy"
@@ -77,6 +79,10 @@ type Config struct {
 	Transfer       transfer.ClientConfig
 	TransferServer transfer.ServerConfig
 	Control        control.Config
+	// Affinity routes keyed requests to their home node; Cohort orders the
+	// queue by the app's cache (docs/affinity.md). Nodes only.
+	Affinity affinity.Config
+	Cohort   cohort.Config
 
 	// Policy is the initial policy; ActivationInterval how often a
 	// transfer policy runs.
@@ -124,6 +130,8 @@ func DefaultConfig() Config {
 		Transfer:             tc,
 		TransferServer:       ts,
 		Control:              control.DefaultConfig(),
+		Affinity:             affinity.DefaultConfig(),
+		Cohort:               cohort.DefaultConfig(),
 		Policy:               "nu",
 		ActivationInterval:   40 * time.Millisecond,
 		DrainTimeout:         30 * time.Second,
@@ -217,6 +225,9 @@ func (c Config) validate() error {
 			return err
 		}
 	}
+	if err := c.validateAffinity(); err != nil {
+		return err
+	}
 	if c.GRPCMaxMessageSize < 64<<10 {
 		return fmt.Errorf("--grpc-max-message must be at least 64 KiB, got %d", c.GRPCMaxMessageSize)
 	}
@@ -261,6 +272,9 @@ type Node struct {
 	m    *metrics.Metrics
 	ctl  *control.Service
 	hlth *peerHealth
+	// router and cohort are set with --affinity and --cohort.
+	router *router
+	cohort *cohort.Scheduler
 
 	pol      atomic.Pointer[policyState]
 	maxEpoch atomic.Int64 // highest epoch seen anywhere
@@ -310,7 +324,11 @@ func New(cfg Config) (*Node, error) {
 	n.pol.Store(&policyState{p: p, activation: cfg.ActivationInterval})
 
 	if cfg.Role == cluster.RoleNode {
-		q, err := queue.New(cfg.Queue)
+		qc := cfg.Queue
+		if err := n.installAffinity(&qc); err != nil {
+			return nil, err
+		}
+		q, err := queue.New(qc)
 		if err != nil {
 			return nil, err
 		}
@@ -464,6 +482,9 @@ func (n *Node) Start() error {
 		}
 		n.h.OnTransfer(n.hlth.record)
 		n.h.SetBacklog(n.clusterBacklog)
+		if n.router != nil {
+			n.h.SetRouter(n.router)
+		}
 		ts, err := transfer.NewServer(n.cfg.TransferServer, n.h, n)
 		if err != nil {
 			n.stopAll()

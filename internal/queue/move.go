@@ -5,7 +5,7 @@ import "time"
 // movable is the one rule for whether waiting ticket t may leave for peer
 // (see "Moving" in the package doc). Call with q.mu held.
 func (q *Queue) movable(t *Ticket, peer string) bool {
-	return t.Transferable && (q.cfg.Movable == nil || q.cfg.Movable(t, peer))
+	return t.Transferable && (q.cfg.MoveRule == nil || q.cfg.MoveRule.Movable(t, peer))
 }
 
 // PushTo admits t as Push does (the same checks and errors: ErrDraining,
@@ -14,7 +14,7 @@ func (q *Queue) movable(t *Ticket, peer string) bool {
 // keyed request arriving at a node that is not its home). If the transfer
 // is refused, the owner PutBacks it and it takes its place here by its Key
 // like any refused hand-off. A ticket that may not move to peer (see
-// Config.Movable) is queued here, as by Push.
+// Config.MoveRule) is queued here, as by Push.
 func (q *Queue) PushTo(t *Ticket, peer string) error {
 	now := time.Now()
 	q.mu.Lock()

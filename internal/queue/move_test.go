@@ -14,7 +14,7 @@ import (
 // records every question it is asked.
 type homeRule struct{ asked []string }
 
-func (h *homeRule) movable(t *queue.Ticket, peer string) bool {
+func (h *homeRule) Movable(t *queue.Ticket, peer string) bool {
 	h.asked = append(h.asked, t.Value.(string)+">"+peer)
 	return t.Affinity == "" || t.Affinity == peer
 }
@@ -33,7 +33,7 @@ func keyed(t *testing.T, q *queue.Queue, v, key string) *queue.Ticket {
 func TestHandOffHonoursMovable(t *testing.T) {
 	rule := &homeRule{}
 	cfg := cfgM(1)
-	cfg.Movable = rule.movable
+	cfg.MoveRule = rule
 	q := newQueue(t, cfg)
 	run := push(t, q, "run", true) // takes the slot
 	requireGranted(t, q, run)
@@ -77,7 +77,7 @@ func TestPushTo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rule := &homeRule{}
 			cfg := cfgM(1)
-			cfg.Movable = rule.movable
+			cfg.MoveRule = rule
 			q := newQueue(t, cfg)
 			busy := push(t, q, "busy", false) // hold the slot so nothing is granted
 			requireGranted(t, q, busy)

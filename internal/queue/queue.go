@@ -19,7 +19,7 @@
 // transfer always take from the tail of the (Key, sequence) order.
 //
 // Moving: a waiting ticket leaves for a peer only if it is Transferable and
-// Config.Movable (when set) allows it for that peer. This one rule holds for
+// Config.MoveRule (when set) allows it for that peer. This one rule holds for
 // every way a ticket leaves for a peer: HandOff from the tail, PushTo at
 // admission, and any removal of a waiting ticket on a peer's behalf (a
 // pull). Keyed requests use it to stay at their home node unless the home is
@@ -63,11 +63,17 @@ type Config struct {
 	// Scheduler, if set, decides which waiting ticket a free slot goes to
 	// (see Scheduler). Nil means FIFO by (Key, sequence).
 	Scheduler Scheduler
-	// Movable, if set, is the rule for whether a Transferable ticket may
-	// leave this node for peer (see "Moving" in the package doc). Nil: every
-	// Transferable ticket may. The queue calls it under its lock: it must
-	// be quick and must not call back into the queue.
-	Movable func(t *Ticket, peer string) bool
+	// MoveRule, if set, says whether a Transferable ticket may leave this
+	// node for a peer (see "Moving" in the package doc). Nil: every
+	// Transferable ticket may.
+	MoveRule MoveRule
+}
+
+// MoveRule decides whether a waiting Transferable ticket may leave for
+// peer. The queue calls Movable under its lock, so it must be quick and
+// must not call back into the queue.
+type MoveRule interface {
+	Movable(t *Ticket, peer string) bool
 }
 
 // Scheduler decides which waiting ticket a free app slot goes to. The queue
@@ -463,7 +469,7 @@ func (q *Queue) Done(t *Ticket) {
 // HandOff takes up to n transferable waiting tickets from the tail of the
 // queue and hands each to its owner with Outcome{Transfer, peer}. It skips
 // tickets that may not move to peer (not Transferable, or refused by
-// Config.Movable), and returns how many it handed off.
+// Config.MoveRule), and returns how many it handed off.
 func (q *Queue) HandOff(n int, peer string) int {
 	if n <= 0 {
 		return 0
