@@ -92,7 +92,7 @@ func TestCacheConfig(t *testing.T) {
 		// A negative size is refused.
 		{"size", func(c *Config) { c.CacheSize = -1 }, "cache-size"},
 		// A miss cannot cost more than a request may ask for.
-		{"miss", func(c *Config) { c.CacheSize, c.MissMs = 10, c.MaxMs + 1 }, "miss-ms"},
+		{"miss", func(c *Config) { c.CacheSize, c.MissMs = 10, c.MaxMs+1 }, "miss-ms"},
 		// The key's header must be a header name.
 		{"header", func(c *Config) { c.CacheSize, c.CacheHeader = 10, "" }, "cache-header"},
 	} {
