@@ -50,6 +50,8 @@ var golden = map[string]family{
 	"swd_gossip_view_age_seconds":   {dto.MetricType_GAUGE, []string{"peer"}},
 	"swd_node_info":                 {dto.MetricType_GAUGE, []string{"node", "role", "version"}},
 	"swd_concurrency":               {dto.MetricType_GAUGE, nil},
+	"swd_affinity_placements_total": {dto.MetricType_COUNTER, []string{"placement"}},
+	"swd_cohort_picks_total":        {dto.MetricType_COUNTER, []string{"class"}},
 }
 
 // goldenRuntime pins the Go and process collector families SWD's docs and
@@ -88,11 +90,13 @@ var boundedValues = map[string]map[string][]string{
 		metrics.TransferOK, metrics.TransferRefused, metrics.TransferFailed,
 		metrics.TransferRetried,
 	)},
-	"swd_rejections_total":        {"reason": metrics.RejectionReasons},
-	"swd_node_info":               {"node": {"<node>"}, "role": {"node", "dispatcher"}, "version": {"<version>"}},
-	"swd_gossip_dropped_total":    {"reason": {"malformed", "foreign"}},
-	"swd_gossip_view_age_seconds": {"peer": {"<node>"}},
-	"swd_policy_info":             {"policy": {"<policy>"}, "epoch": {"<epoch>"}},
+	"swd_rejections_total":          {"reason": metrics.RejectionReasons},
+	"swd_node_info":                 {"node": {"<node>"}, "role": {"node", "dispatcher"}, "version": {"<version>"}},
+	"swd_gossip_dropped_total":      {"reason": {"malformed", "foreign"}},
+	"swd_gossip_view_age_seconds":   {"peer": {"<node>"}},
+	"swd_policy_info":               {"policy": {"<policy>"}, "epoch": {"<epoch>"}},
+	"swd_affinity_placements_total": {"placement": strs(metrics.Placements...)},
+	"swd_cohort_picks_total":        {"class": metrics.CohortClasses},
 }
 
 // strs lists label values of one of the label types as strings.
@@ -117,7 +121,9 @@ func exercised(t *testing.T) *metrics.Metrics {
 		GossipDropped: func() map[string]float64 {
 			return map[string]float64{"malformed": 1, "foreign": 0}
 		},
+		CohortPicks: func() map[string]float64 { return map[string]float64{"cached": 3, "uncached": 1} },
 	})
+	m.Placed(metrics.PlacementSpilled)
 	m.SetNodeInfo("node-0", "node", "test")
 	m.ObserveRequest(metrics.OutcomeLocal, 12*time.Millisecond)
 	m.ObserveRequest(metrics.OutcomeRemote, 30*time.Millisecond)

@@ -28,6 +28,7 @@ var labelTypes = map[string]string{
 	"Direction":       "swd_transfers_total/direction",
 	"TransferOutcome": "swd_transfers_total/outcome",
 	"Reason":          "swd_rejections_total/reason",
+	"Placement":       "swd_affinity_placements_total/placement",
 }
 
 // reviewedArgs lists, per recorder method whose arguments are free
@@ -52,7 +53,7 @@ var reviewedArgs = map[string][][]string{
 // to WithLabelValues: its typed parameters as strings, its own constants,
 // and the reviewed free strings above.
 var reviewedInside = []string{
-	"string(o)", "string(r)", "string(DirOut)", "string(DirIn)", "string(TransferRefused)",
+	"string(o)", "string(r)", "string(p)", "string(DirOut)", "string(DirIn)", "string(TransferRefused)",
 	"peer", "unknownPeer", "node", "role", "version", "name", "strconv.FormatInt(epoch, 10)",
 }
 
@@ -184,6 +185,7 @@ func TestLabelConstantsListed(t *testing.T) {
 		"Direction":       strs(metrics.DirOut, metrics.DirIn),
 		"TransferOutcome": strs(metrics.TransferOutcomes...),
 		"Reason":          metrics.RejectionReasons,
+		"Placement":       strs(metrics.Placements...),
 	}
 	for typ, key := range labelTypes {
 		require.NotEmpty(t, consts[typ], "no constants of type %s found", typ)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/swd-project/swd/internal/affinity"
 	"github.com/swd-project/swd/internal/cohort"
+	"github.com/swd-project/swd/internal/metrics"
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/queue"
 )
@@ -85,7 +86,13 @@ func (r *router) Classify(req *http.Request) (string, int) {
 // "" for this node.
 func (r *router) Place(key string) string {
 	p := r.placement()
-	if i := p.Place(key); i >= 0 && i != p.Self() {
+	i := p.Place(key)
+	if i >= 0 && i == p.Home(key) {
+		r.n.m.Placed(metrics.PlacementHome)
+	} else {
+		r.n.m.Placed(metrics.PlacementSpilled)
+	}
+	if i >= 0 && i != p.Self() {
 		return p.Name(i)
 	}
 	return ""
@@ -125,4 +132,18 @@ func (n *Node) affinityView() policy.View {
 		}
 	}
 	return v
+}
+
+// cohortPicks is swd_cohort_picks_total: the cohort order's grants by
+// class (nil without --cohort).
+func (n *Node) cohortPicks() map[string]float64 {
+	if n.cohort == nil {
+		return nil
+	}
+	st := n.cohort.Stats()
+	out := make(map[string]float64, len(st.Picks))
+	for c, v := range st.Picks {
+		out[cohort.Class(c).String()] = float64(v)
+	}
+	return out
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/swd-project/swd/internal/affinity"
 	"github.com/swd-project/swd/internal/cluster"
+	"github.com/swd-project/swd/internal/cohort"
+	"github.com/swd-project/swd/internal/metrics"
 	"github.com/swd-project/swd/internal/queue"
 )
 
@@ -76,4 +78,22 @@ func TestRouterWithoutCluster(t *testing.T) {
 	tk.Affinity = "user-1"
 	require.False(t, n.router.Movable(tk, "node-b"))
 	require.True(t, n.router.Movable(queue.NewTicket(nil, true), "node-b"), "unkeyed tickets move freely")
+}
+
+// TestCohortClassesAreTheMetricsLabels: swd_cohort_picks_total's label
+// values are the cohort order's classes, all of them.
+func TestCohortClassesAreTheMetricsLabels(t *testing.T) {
+	var names []string
+	for c := cohort.ClassStarved; c <= cohort.ClassUncached; c++ {
+		names = append(names, c.String())
+	}
+	require.Equal(t, metrics.CohortClasses, names)
+	c := named()
+	c.Affinity.Source = affinity.Source{Kind: affinity.KindHeader, Name: "X-User"}
+	c.Cohort.Enabled = true
+	n, err := New(c)
+	require.NoError(t, err)
+	require.Len(t, n.cohortPicks(), len(names))
+	n.cohort = nil
+	require.Nil(t, n.cohortPicks())
 }

@@ -352,6 +352,7 @@ func New(cfg Config) (*Node, error) {
 			st := n.cl.Stats()
 			return map[string]float64{"malformed": float64(st.DroppedMalformed), "foreign": float64(st.DroppedForeign)}
 		},
+		CohortPicks: n.cohortPicks,
 	})
 	n.m.SetPolicy(p.Name, 0)
 	n.m.SetNodeInfo(cfg.NodeName, cfg.Role, Version)
