@@ -140,8 +140,11 @@ type Config struct {
 }
 
 // DefaultConfig is affinity off, with c = 1.25 (HAProxy's recommended
-// hash-balance-factor 125) and a slack of 2 requests.
-func DefaultConfig() Config { return Config{Factor: 1.25, Slack: 2} }
+// hash-balance-factor 125) and a slack of 4 requests: a spilled request
+// misses at the node it spills to and evicts one of that node's keys, which
+// costs more than waiting behind a few requests at home
+// (docs/affinity.md has the measurements).
+func DefaultConfig() Config { return Config{Factor: 1.25, Slack: 4} }
 
 // Validate reports the first problem with c; messages name swd's flags.
 func (c Config) Validate() error {
