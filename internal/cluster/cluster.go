@@ -27,6 +27,32 @@ type LocalState interface {
 	Concurrency() int
 	// Policy is the policy in force and its epoch.
 	Policy() PolicyStamp
+	// Extras are the entry's fields beyond the paper's (gossip version 2).
+	Extras() Extras
+}
+
+// Extras are what a member gossips beside its load and policy. The zero
+// value says: no movable request waits, the app is ready, work not
+// computed.
+type Extras struct {
+	// HeadAge is the age of the oldest waiting request that may still move
+	// (see policy.NodeLoad.HeadAge); 0 when there is none.
+	HeadAge time.Duration
+	// Unavailable says the app is not ready: peers must not send the node
+	// anything (transfers, pulls, dispatches) and leave it out of plans.
+	Unavailable bool
+	// Work is the predicted work the node holds (the load index in time);
+	// 0 when the node does not compute it.
+	Work time.Duration
+}
+
+// wireExt is x as the gossip extension block carries it.
+func (x Extras) wireExt() wireExt {
+	w := wireExt{head: x.HeadAge, work: x.Work}
+	if x.Unavailable {
+		w.flags |= flagUnavailable
+	}
+	return w
 }
 
 // PolicyStamp is the policy a member runs: name, epoch (higher wins) and
@@ -466,7 +492,7 @@ func (c *Cluster) fastReceive(pkt []byte) bool {
 // appendOwn appends this member's entry with a fresh sequence number.
 func (c *Cluster) appendOwn(b []byte) []byte {
 	return appendEntry(b, c.cfg.NodeName, c.boot, c.seq.Add(1),
-		c.local.Load(), c.local.Concurrency(), c.local.Policy(), 0)
+		c.local.Load(), c.local.Concurrency(), c.local.Policy(), 0, c.local.Extras().wireExt())
 }
 
 // piggybackMessage is the piggyback mechanism's message: the own entry, then
@@ -506,7 +532,7 @@ func (c *Cluster) piggybackMessage(budget int) []byte {
 			continue
 		}
 		prev := len(body)
-		body = appendEntry(body, m.name, e.boot, e.seq, e.load, e.conc, e.policy, age)
+		body = appendEntry(body, m.name, e.boot, e.seq, e.load, e.conc, e.policy, age, e.ext)
 		if hdr+len(body) > budget {
 			body = body[:prev]
 			break

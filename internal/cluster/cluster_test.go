@@ -76,6 +76,45 @@ func TestJoinAndFreshView(t *testing.T) {
 	assert.Zero(t, st.DroppedMalformed+st.DroppedForeign)
 }
 
+// TestExtrasInView: what a node gossips beyond its load reaches its peers'
+// views and Peers: a head age grows by the entry's age, an unavailable node
+// is left out of plans (not Known) and shows as such, and work is carried.
+func TestExtrasInView(t *testing.T) {
+	checkLeaks(t)
+	nodes := startCluster(t, "ext", 2)
+	nodes[1].local.load.Store(4)
+	nodes[1].local.extras.Store(&Extras{HeadAge: 30 * time.Millisecond, Work: 90 * time.Millisecond})
+	require.Eventually(t, func() bool {
+		v := nodes[0].View()
+		return len(v.Nodes) == 2 && v.Nodes[1].Load == 4 && v.Nodes[1].Work == 90*time.Millisecond
+	}, waitShort, poll, "ext-0 never saw ext-1's work")
+	v := nodes[0].View()
+	nl := v.Nodes[1]
+	assert.True(t, nl.Known)
+	assert.False(t, nl.Unavailable)
+	assert.Equal(t, 30*time.Millisecond+nl.Age, nl.HeadAge, "head age = carried head + the entry's age")
+	// Self reads its own extras live.
+	self := nodes[1].View()
+	assert.Equal(t, 30*time.Millisecond, self.Nodes[self.Self].HeadAge)
+
+	// The app goes unready: peers stop counting the node as a target.
+	nodes[1].local.extras.Store(&Extras{Unavailable: true})
+	require.Eventually(t, func() bool {
+		nl := nodes[0].View().Nodes[1]
+		return nl.Unavailable && !nl.Known && nl.HeadAge == 0 && nl.Work == 0
+	}, waitShort, poll, "ext-0 never saw ext-1 unavailable")
+	p, ok := nodes[0].Peer("ext-1")
+	require.True(t, ok)
+	assert.Equal(t, "unavailable", p.State)
+	assert.True(t, p.Unavailable)
+	self = nodes[1].View()
+	assert.True(t, self.Nodes[self.Self].Known && self.Nodes[self.Self].Unavailable, "self stays Known, marked unavailable")
+
+	// Ready again: back in plans.
+	nodes[1].local.extras.Store(&Extras{})
+	require.Eventually(t, func() bool { return nodes[0].View().Nodes[1].Known }, waitShort, poll)
+}
+
 // TestRingConvergence: nodes started in random order, each joining a random
 // earlier one, compute the same ring (sorted by name); when a member leaves
 // or a new one joins, every node converges to the new ring and IDs shift as

@@ -27,6 +27,7 @@ const (
 type fakeLocal struct {
 	load, conc atomic.Int64
 	policy     atomic.Pointer[PolicyStamp]
+	extras     atomic.Pointer[Extras]
 }
 
 func newLocal(load int) *fakeLocal {
@@ -34,12 +35,14 @@ func newLocal(load int) *fakeLocal {
 	l.load.Store(int64(load))
 	l.conc.Store(1)
 	l.policy.Store(&PolicyStamp{Name: "nu", Epoch: 1, ActivationInterval: 40 * time.Millisecond})
+	l.extras.Store(&Extras{})
 	return l
 }
 
 func (l *fakeLocal) Load() int           { return int(l.load.Load()) }
 func (l *fakeLocal) Concurrency() int    { return int(l.conc.Load()) }
 func (l *fakeLocal) Policy() PolicyStamp { return *l.policy.Load() }
+func (l *fakeLocal) Extras() Extras      { return *l.extras.Load() }
 
 // testLogger logs to stderr when SWD_TEST_LOG is set, else discards.
 func testLogger() *slog.Logger {

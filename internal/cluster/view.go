@@ -24,6 +24,8 @@ type entry struct {
 	// compared.
 	recv      time.Time
 	ageAtRecv time.Duration
+	// ext is the entry's extension fields (head age, flags, work) as sent.
+	ext wireExt
 }
 
 func (e *entry) age(now time.Time) time.Duration {
@@ -78,6 +80,7 @@ func (s *slot) offer(w *wireEntry, now time.Time, staleAfter time.Duration) offe
 			load: int(w.load), conc: int(w.conc),
 			policy: PolicyStamp{Epoch: w.epoch, ActivationInterval: time.Duration(w.interval)},
 			recv:   now, ageAtRecv: w.age,
+			ext: w.ext,
 		}
 		if old != nil && old.policy.Name == string(w.policy) { // no allocation
 			ne.policy.Name = old.policy.Name
@@ -199,6 +202,13 @@ type Peer struct {
 	Age time.Duration
 	// Policy is the last policy the member gossiped (live for self).
 	Policy PolicyStamp
+	// Unavailable is true when the node says its app is not ready (live
+	// for self): no transfer, pull or dispatch may target it. State is then
+	// "unavailable" and Known false.
+	Unavailable bool
+	// HeadAge and Work are as in policy.NodeLoad (live for self).
+	HeadAge time.Duration
+	Work    time.Duration
 }
 
 // view builds the policy view from a ring snapshot.
@@ -208,13 +218,20 @@ func (c *Cluster) view(r *ring, now time.Time) policy.View {
 		nl := &v.Nodes[i]
 		nl.Name = m.name
 		if m.self {
+			x := c.local.Extras()
 			nl.Load, nl.Concurrency, nl.Known = c.local.Load(), c.local.Concurrency(), true
+			nl.HeadAge, nl.Work, nl.Unavailable = x.HeadAge, x.Work, x.Unavailable
 			continue
 		}
 		if e := m.slot.cur.Load(); e != nil {
 			nl.Load, nl.Concurrency = e.load, e.conc
 			nl.Age = e.age(now)
-			nl.Known = nl.Age <= c.stale
+			nl.Unavailable = e.ext.flags&flagUnavailable != 0
+			nl.Known = nl.Age <= c.stale && !nl.Unavailable
+			nl.Work = e.ext.work
+			if e.ext.head > 0 {
+				nl.HeadAge = e.ext.head + nl.Age
+			}
 		}
 	}
 	return v
@@ -230,14 +247,24 @@ func (c *Cluster) peer(m *member, now time.Time) Peer {
 		p.Known = true
 		if c.local != nil {
 			p.Load, p.Concurrency, p.Policy = c.local.Load(), c.local.Concurrency(), c.local.Policy()
+			x := c.local.Extras()
+			p.HeadAge, p.Work, p.Unavailable = x.HeadAge, x.Work, x.Unavailable
 		}
 	case m.role == RoleNode:
 		if e := m.slot.cur.Load(); e != nil {
 			p.Load, p.Concurrency, p.Policy = e.load, e.conc, e.policy
 			p.Age = e.age(now)
-			p.Known = p.Age <= c.stale
+			p.Unavailable = e.ext.flags&flagUnavailable != 0
+			p.Known = p.Age <= c.stale && !p.Unavailable
+			p.Work = e.ext.work
+			if e.ext.head > 0 {
+				p.HeadAge = e.ext.head + p.Age
+			}
 		}
-		if !p.Known {
+		switch {
+		case p.Unavailable && p.Age <= c.stale:
+			p.State = "unavailable"
+		case !p.Known:
 			p.State = "stale"
 		}
 	}

@@ -10,14 +10,15 @@ import (
 )
 
 func encodeOne(name string, boot, seq uint64, load, conc int, p PolicyStamp, age time.Duration) []byte {
-	return appendEntry(appendHeader(nil, 1), name, boot, seq, load, conc, p, age)
+	return appendEntry(appendHeader(nil, 1), name, boot, seq, load, conc, p, age, wireExt{})
 }
 
 func TestWireRoundTrip(t *testing.T) {
 	p := PolicyStamp{Name: "nu-exact", Epoch: -3, ActivationInterval: 40 * time.Millisecond}
 	b := appendHeader(nil, 2)
-	b = appendEntry(b, "node-07", 1<<60+5, 12345, 17, 2, p, 0)
-	b = appendEntry(b, "n2", 9, 1, 0, 1, PolicyStamp{}, 1500*time.Microsecond)
+	b = appendEntry(b, "node-07", 1<<60+5, 12345, 17, 2, p, 0, wireExt{})
+	b = appendEntry(b, "n2", 9, 1, 0, 1, PolicyStamp{}, 1500*time.Microsecond,
+		wireExt{head: 2500 * time.Nanosecond, flags: flagUnavailable, work: 7 * time.Millisecond})
 
 	var got []wireEntry
 	n, err := parseMessage(b, func(e *wireEntry) {
@@ -39,9 +40,35 @@ func TestWireRoundTrip(t *testing.T) {
 	assert.Equal(t, "n2", string(got[1].name))
 	assert.Empty(t, got[1].policy)
 	assert.Equal(t, 1500*time.Microsecond, got[1].age)
+	assert.Equal(t, wireExt{}, got[0].ext, "no extension field set, none sent")
+	// 2.5 µs rounds up to 3: a head never encodes as "none".
+	assert.Equal(t, wireExt{head: 3 * time.Microsecond, flags: flagUnavailable, work: 7 * time.Millisecond}, got[1].ext)
 
 	// A direct message is compact: the figure quoted in the docs.
-	assert.Len(t, encodeOne("node-07", 1<<62, 1000, 3, 1, PolicyStamp{Name: "nu", Epoch: 1, ActivationInterval: 40 * time.Millisecond}, 0), 33)
+	assert.Len(t, encodeOne("node-07", 1<<62, 1000, 3, 1, PolicyStamp{Name: "nu", Epoch: 1, ActivationInterval: 40 * time.Millisecond}, 0), 34)
+}
+
+// TestWireVersions: a version 1 message (no extension block) still decodes,
+// and extension tags this build does not know are skipped.
+func TestWireVersions(t *testing.T) {
+	p := PolicyStamp{Name: "nu", Epoch: 1}
+	v2 := encodeOne("a", 1, 1, 5, 1, p, 0)
+	// The same entry as version 1: header byte 1 and no extension block
+	// (its one length byte, 0, is the message's last).
+	v1 := append([]byte(nil), v2[:len(v2)-1]...)
+	v1[2] = 1
+	var got wireEntry
+	_, err := parseMessage(v1, func(e *wireEntry) { got = *e })
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), got.load)
+	assert.Equal(t, wireExt{}, got.ext)
+
+	// A later build's tag 9 (value 300) after head: skipped, head kept.
+	ext := []byte{extHead, 10, 9, 0xac, 0x02}
+	msg := append(append(append([]byte(nil), v2[:len(v2)-1]...), byte(len(ext))), ext...)
+	_, err = parseMessage(msg, func(e *wireEntry) { got = *e })
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Microsecond, got.ext.head)
 }
 
 func TestWireRejects(t *testing.T) {
@@ -56,8 +83,8 @@ func TestWireRejects(t *testing.T) {
 		{"empty", nil, true},
 		// Someone else's user message.
 		{"other magic", []byte("hello world"), true},
-		// A future version of ours is foreign to this build.
-		{"future version", with(func(b []byte) []byte { b[2] = 2; return b }), true},
+		// A version before ours is foreign to this build.
+		{"version 0", with(func(b []byte) []byte { b[2] = 0; return b }), true},
 		// Magic and version only.
 		{"header only", good[:3], false},
 		// Zero entries is not a message.
@@ -78,6 +105,18 @@ func TestWireRejects(t *testing.T) {
 		{"load out of range", encodeOne("a", 1, 1, 1<<40, 1, PolicyStamp{}, 0), false},
 		// A count claiming more entries than present.
 		{"count too high", with(func(b []byte) []byte { b[3] = 2; return b }), false},
+		// Extension tags out of order (work before head).
+		{"ext tags out of order", withExt(good, extWork, 1, extHead, 1), false},
+		// The same extension tag twice.
+		{"ext tag repeated", withExt(good, extFlags, 1, extFlags, 1), false},
+		// An extension value cut short (a varint's continuation bit at the end).
+		{"ext truncated", withExt(good, extHead, 0x80), false},
+		// A head age beyond an hour.
+		{"ext head out of range", withExt(good, extHead, 0xff, 0xff, 0xff, 0xff, 0x0f), false},
+		// An extension block longer than the limit.
+		{"ext too long", withExt(good, make([]byte, maxExtLen+1)...), false},
+		// An unknown version.
+		{"version 3", with(func(b []byte) []byte { b[2] = 3; return b }), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +131,14 @@ func TestWireRejects(t *testing.T) {
 			assert.False(t, visited, "a bad message must not reach the view in part")
 		})
 	}
+}
+
+// withExt is the one-entry message good (which has an empty extension
+// block, its last byte) with ext as its extension block instead.
+func withExt(good []byte, ext ...byte) []byte {
+	b := append([]byte(nil), good[:len(good)-1]...)
+	b = append(b, byte(len(ext)))
+	return append(b, ext...)
 }
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -209,7 +256,13 @@ func TestPiggybackMessageBudget(t *testing.T) {
 	now := time.Now()
 	for i, m := range r.nodes {
 		if !m.self {
-			m.slot.offer(&wireEntry{boot: 1, seq: uint64(i + 1), load: 1, conc: 1}, now, c.stale)
+			m.slot.offer(&wireEntry{boot: 1, seq: uint64(i + 1), load: 1, conc: 1, ext: wireExt{head: time.Duration(i+1) * time.Millisecond}}, now, c.stale)
+		}
+	}
+	heads := map[string]time.Duration{}
+	for _, m := range r.nodes {
+		if !m.self {
+			heads[m.name] = m.slot.cur.Load().ext.head
 		}
 	}
 	seen := map[string]bool{}
@@ -221,6 +274,8 @@ func TestPiggybackMessageBudget(t *testing.T) {
 			if first {
 				assert.Equal(t, "self", string(e.name), "own entry first")
 				first = false
+			} else {
+				assert.Equal(t, heads[string(e.name)], e.ext.head, "relays keep the origin's head age")
 			}
 			seen[string(e.name)] = true
 		})
@@ -277,7 +332,7 @@ func FuzzParseMessage(f *testing.F) {
 		var re []byte
 		n, err := parseMessage(b, func(e *wireEntry) {
 			re = appendEntry(re, string(e.name), e.boot, e.seq, int(e.load), int(e.conc),
-				PolicyStamp{Name: string(e.policy), Epoch: e.epoch, ActivationInterval: time.Duration(e.interval)}, e.age)
+				PolicyStamp{Name: string(e.policy), Epoch: e.epoch, ActivationInterval: time.Duration(e.interval)}, e.age, e.ext)
 		})
 		if err != nil {
 			return

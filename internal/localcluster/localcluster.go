@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +30,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/swd-project/swd/internal/auth"
+	"github.com/swd-project/swd/internal/childproc"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 
@@ -120,7 +120,6 @@ type Cluster struct {
 
 	mu     sync.Mutex
 	procs  map[string]*proc // by name: "node-0", "app-0", "dispatcher"
-	spawn  chan spawnReq
 	done   chan struct{}
 	closed bool
 }
@@ -132,11 +131,6 @@ type proc struct {
 	cmd  *exec.Cmd
 	log  *os.File
 	exit chan struct{}
-}
-
-type spawnReq struct {
-	p   *proc
-	err chan error
 }
 
 // Start launches the cluster and waits until every node sees every other.
@@ -164,8 +158,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return nil, fmt.Errorf("log dir: %w", err)
 		}
 	}
-	c := &Cluster{cfg: cfg, procs: map[string]*proc{}, spawn: make(chan spawnReq), done: make(chan struct{})}
-	go c.spawner()
+	c := &Cluster{cfg: cfg, procs: map[string]*proc{}, done: make(chan struct{})}
 	if err := c.launch(); err != nil {
 		c.Stop(5 * time.Second)
 		return nil, err
@@ -177,22 +170,6 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// spawner starts every child from one locked OS thread, so the children's
-// parent-death signal fires only when the launcher process dies.
-func (c *Cluster) spawner() {
-	runtime.LockOSThread()
-	// Never unlocked: the thread exits with the goroutine's end only after
-	// every child has been stopped.
-	for {
-		select {
-		case r := <-c.spawn:
-			r.err <- r.p.cmd.Start()
-		case <-c.done:
-			return
-		}
-	}
 }
 
 func (c *Cluster) launch() error {
@@ -280,7 +257,7 @@ func (c *Cluster) start(name, bin string, args ...string) error {
 
 func (c *Cluster) startProc(p *proc) error {
 	cmd := exec.Command(filepath.Join(c.cfg.BinDir, p.bin), p.args...)
-	cmd.SysProcAttr = procAttr()
+	cmd.SysProcAttr = childproc.Attr(syscall.SIGKILL)
 	cmd.Env = cleanEnv()
 	if c.cfg.LogDir != "" {
 		f, err := os.OpenFile(filepath.Join(c.cfg.LogDir, p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -292,13 +269,12 @@ func (c *Cluster) startProc(p *proc) error {
 	}
 	p.cmd = cmd
 	p.exit = make(chan struct{})
-	errc := make(chan error, 1)
 	select {
-	case c.spawn <- spawnReq{p: p, err: errc}:
 	case <-c.done:
 		return errors.New("local cluster stopped")
+	default:
 	}
-	if err := <-errc; err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
 	go func() {

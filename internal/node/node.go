@@ -408,6 +408,10 @@ func (n *Node) Policy() cluster.PolicyStamp {
 	return cluster.PolicyStamp{Name: s.p.Name, Epoch: s.epoch, ActivationInterval: s.activation}
 }
 
+// Extras implements cluster.LocalState: what the node gossips beyond its
+// load and policy. The daemon fills no extension field yet.
+func (n *Node) Extras() cluster.Extras { return cluster.Extras{} }
+
 // The cluster layer reads the node's load and policy directly.
 var _ cluster.LocalState = (*Node)(nil)
 

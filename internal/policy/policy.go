@@ -72,6 +72,15 @@ type NodeLoad struct {
 	// It is as stale as Load: the request may have started or moved since.
 	// Only Pullers read it; Planners and older policies ignore it.
 	HeadAge time.Duration
+	// Unavailable says the node's app is not ready, so nothing may be sent
+	// to it. A peer in that state is also not Known (every policy leaves it
+	// out); for Self it is the live value and Self stays Known.
+	Unavailable bool
+	// Work is the node's predicted work (its load index in time: predicted
+	// cost of the waiting requests plus predicted remaining service), as
+	// of the entry; 0 when the node does not compute it. Policies that
+	// plan on work read it; the others ignore it.
+	Work time.Duration
 }
 
 // Waiting returns how many of the node's requests are waiting (movable).

@@ -211,18 +211,6 @@ func TestCentralNeverWorseThanCT(t *testing.T) {
 	}
 }
 
-// runTraced runs cfg with a hook on every completion.
-func runTraced(t *testing.T, cfg Config, onDone func(seq int64, node int, rt time.Duration)) (*engine, Result) {
-	t.Helper()
-	require.NoError(t, cfg.Validate())
-	e, err := newEngine(cfg)
-	require.NoError(t, err)
-	e.onDone = onDone
-	e.run()
-	require.NoError(t, e.err)
-	return e, e.result()
-}
-
 // randomSteal draws a steal design: any order, k, attempts, rules,
 // overtake, arrival push and periodic planner the policy accepts.
 func randomSteal(rng *rand.Rand) *policy.StealConfig {

@@ -108,6 +108,9 @@ type fakeLocal struct{ load atomic.Int64 }
 
 func (f *fakeLocal) Load() int        { return int(f.load.Load()) }
 func (f *fakeLocal) Concurrency() int { return 1 }
+
+// Extras: the members gossip no extension field (the paper's entry alone).
+func (f *fakeLocal) Extras() cluster.Extras { return cluster.Extras{} }
 func (f *fakeLocal) Policy() cluster.PolicyStamp {
 	return cluster.PolicyStamp{Name: "nu", Epoch: 1, ActivationInterval: 40 * time.Millisecond}
 }
