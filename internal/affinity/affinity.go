@@ -156,7 +156,7 @@ func (c Config) Validate() error {
 	case c.Source.Enabled() && c.Source.Kind != KindHeader && c.Source.Kind != KindCookie:
 		return fmt.Errorf("--affinity %q: want header:NAME or cookie:NAME", c.Source)
 	case c.Source.Kind == "" && c.Source.Name != "":
-		return errors.New("--affinity: a name without header: or cookie:")
+		return errors.New("--affinity: a name without a kind (want header:NAME or cookie:NAME)")
 	}
 	return nil
 }
