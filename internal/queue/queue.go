@@ -15,8 +15,10 @@
 // may be pushed with its original arrival time as key to land by age. A free
 // slot goes to the first waiting ticket in that order, unless the Config has
 // a Scheduler: then the Scheduler picks which waiting ticket it goes to, or
-// holds the slot idle (per-route limits, cache-aware order). Hand-offs for
-// transfer always take from the tail of the (Key, sequence) order.
+// holds the slot idle (per-route limits, cache-aware order). HandOff for
+// transfer always takes from the tail of the (Key, sequence) order; PushTo
+// hands a ticket off as it is admitted (a keyed request whose home is
+// another node).
 //
 // Moving: a waiting ticket leaves for a peer only if it is Transferable and
 // Config.MoveRule (when set) allows it for that peer. This one rule holds for
