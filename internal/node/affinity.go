@@ -99,9 +99,10 @@ func (r *router) Place(key string) string {
 }
 
 // Movable is the queue's move rule (queue.MoveRule): unkeyed tickets move
-// freely, keyed ones as affinity.Placement.MayMove says.
+// freely, keyed ones as affinity.Placement.MayMove says; while the node
+// drains, every ticket may go (its home is leaving).
 func (r *router) Movable(t *queue.Ticket, peer string) bool {
-	if t.Affinity == "" {
+	if t.Affinity == "" || r.n.draining.Load() {
 		return true
 	}
 	p := r.placement()

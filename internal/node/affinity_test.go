@@ -78,6 +78,8 @@ func TestRouterWithoutCluster(t *testing.T) {
 	tk.Affinity = "user-1"
 	require.False(t, n.router.Movable(tk, "node-b"))
 	require.True(t, n.router.Movable(queue.NewTicket(nil, true), "node-b"), "unkeyed tickets move freely")
+	n.draining.Store(true)
+	require.True(t, n.router.Movable(tk, "node-b"), "a draining node hands keyed tickets off too")
 }
 
 // TestCohortClassesAreTheMetricsLabels: swd_cohort_picks_total's label
