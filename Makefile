@@ -130,7 +130,7 @@ bench-peers: build ## SWD's policies beside HAProxy, nginx, Caddy on the same ap
 # the same requests, then the keys remapped when one node dies
 # (docs/affinity.md). AFFINITY_ARGS passes more flags (e.g. --duration 10s).
 AFFINITY_ARGS ?=
-bench-affinity: build ## key affinity + cohort order vs FIFO vs HAProxy's consistent hash at cache ratios 0.5 and 0.9; keys remapped when a node dies (~30 min)
+bench-affinity: build ## key affinity + cohort order vs FIFO vs HAProxy's consistent hash at cache ratios 0.5 and 0.9; keys remapped when a node dies (~25 min)
 	@bash scripts/ensure-haproxy.sh >/dev/null 2>&1 || true
 	$(GO) run ./test/bench/affinity --bin-dir $(BIN) $(AFFINITY_ARGS)
 
