@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 25m
 HOGS ?= 2
 FUZZTIME ?= 30s
 
-.PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-goodput bench-peers bench-affinity demo paper proto fuzz clean tools chaos
+.PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-handoff bench-goodput bench-peers bench-affinity demo paper proto fuzz clean tools chaos
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -72,6 +72,9 @@ bench-transfers: build ## transfers per request of ll, nu, nu-exact at 50 % and 
 
 bench-goodput: build ## goodput at 1x, 2x and 5x capacity for every policy (no congestion collapse)
 	$(GO) run ./test/bench/goodput --bin-dir $(BIN)
+
+bench-handoff: build ## hand-off cost (decision to the peer's queue) of small vs 1 MiB bodies on loopback, and what the transfer-cost rule changes on a 4-node cluster (~2 min)
+	$(GO) run ./test/bench/handoff --bin-dir $(BIN)
 
 bench-gossip: ## gossip entry age, bytes/s and CPU per node at 16, 32 and 64 nodes
 	$(GO) run ./test/bench/gossip -nodes 16,32,64

@@ -118,6 +118,7 @@ environment, which wins over the file.`,
 	fs.DurationVar(&f.fwd.retryAfter, "retry-after", c.Proxy.RetryAfter, "Retry-After advice on 503 answers")
 	fs.DurationVar(&f.fwd.transferTimeout, "transfer-timeout", c.Proxy.TransferTimeout, "longest a transfer may take, from hand-off to the end of the peer's answer")
 	fs.BoolVar(&c.Proxy.EarlyReject, "early-reject", c.Proxy.EarlyReject, "answer 503 at once when the predicted wait exceeds --queue-timeout")
+	fs.StringVar(&c.TransferCost, "transfer-cost", c.TransferCost, `"measured": move a request only if the wait it saves exceeds its measured hand-off cost for its body size; "off": move what the policy plans`)
 	fs.StringVar(&f.gossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) that encrypts gossip")
 	fs.StringVar(&c.Control.Token, "control-token", "", "token required on the control API (required when --grpc is beyond loopback)")
 	fs.StringVar(&f.tokenFile, "control-token-file", "", "file holding the control token")

@@ -52,6 +52,10 @@ var golden = map[string]family{
 	"swd_concurrency":               {dto.MetricType_GAUGE, nil},
 	"swd_affinity_placements_total": {dto.MetricType_COUNTER, []string{"placement"}},
 	"swd_cohort_picks_total":        {dto.MetricType_COUNTER, []string{"class"}},
+	"swd_request_body_bytes":        {dto.MetricType_HISTOGRAM, []string{"edge"}},
+	"swd_response_body_bytes":       {dto.MetricType_HISTOGRAM, []string{"edge"}},
+	"swd_transfer_bytes_total":      {dto.MetricType_COUNTER, []string{"body", "direction", "peer"}},
+	"swd_transfer_handoff_seconds":  {dto.MetricType_HISTOGRAM, []string{"size"}},
 }
 
 // goldenRuntime pins the Go and process collector families SWD's docs and
@@ -90,11 +94,19 @@ var boundedValues = map[string]map[string][]string{
 		metrics.TransferOK, metrics.TransferRefused, metrics.TransferFailed,
 		metrics.TransferRetried,
 	)},
-	"swd_rejections_total":          {"reason": metrics.RejectionReasons},
-	"swd_node_info":                 {"node": {"<node>"}, "role": {"node", "dispatcher"}, "version": {"<version>"}},
-	"swd_gossip_dropped_total":      {"reason": {"malformed", "foreign"}},
-	"swd_gossip_view_age_seconds":   {"peer": {"<node>"}},
-	"swd_policy_info":               {"policy": {"<policy>"}, "epoch": {"<epoch>"}},
+	"swd_rejections_total":        {"reason": metrics.RejectionReasons},
+	"swd_node_info":               {"node": {"<node>"}, "role": {"node", "dispatcher"}, "version": {"<version>"}},
+	"swd_gossip_dropped_total":    {"reason": {"malformed", "foreign"}},
+	"swd_gossip_view_age_seconds": {"peer": {"<node>"}},
+	"swd_policy_info":             {"policy": {"<policy>"}, "epoch": {"<epoch>"}},
+	"swd_request_body_bytes":      {"edge": strs(metrics.Edges...)},
+	"swd_response_body_bytes":     {"edge": strs(metrics.Edges...)},
+	"swd_transfer_bytes_total": {
+		"direction": strs(metrics.DirIn, metrics.DirOut),
+		"peer":      {"<node>"},
+		"body":      strs(metrics.BodyKinds...),
+	},
+	"swd_transfer_handoff_seconds":  {"size": strs(metrics.SizeClasses...)},
 	"swd_affinity_placements_total": {"placement": strs(metrics.Placements...)},
 	"swd_cohort_picks_total":        {"class": metrics.CohortClasses},
 }
@@ -132,6 +144,9 @@ func exercised(t *testing.T) *metrics.Metrics {
 	m.TransferIn("node-2", metrics.TransferRefused)
 	m.SetPolicy("nu", 5)
 	m.Reject(metrics.ReasonQueueFull)
+	m.ObserveFlow(metrics.EdgeClient, 100, 2000)
+	m.TransferFlow(metrics.DirOut, "node-1", 100, 2000)
+	m.ObserveHandoff(100, time.Millisecond)
 	return m
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/cohort"
 	"github.com/swd-project/swd/internal/control"
+	"github.com/swd-project/swd/internal/flow"
 	"github.com/swd-project/swd/internal/metrics"
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/proxy"
@@ -90,6 +91,9 @@ type Config struct {
 	ActivationInterval time.Duration
 	// DrainTimeout bounds a graceful shutdown.
 	DrainTimeout time.Duration
+	// TransferCost is "measured" (a request moves only if the wait it
+	// saves exceeds its measured hand-off cost, flows.go) or "off".
+	TransferCost string
 	// Pprof exposes /debug/pprof on the admin port.
 	Pprof bool
 	// ServerCreds, if set, secure the gRPC port (mTLS).
@@ -135,6 +139,7 @@ func DefaultConfig() Config {
 		Policy:               "nu",
 		ActivationInterval:   40 * time.Millisecond,
 		DrainTimeout:         30 * time.Second,
+		TransferCost:         TransferCostMeasured,
 		MaxHeaderBytes:       1 << 20,
 		ReadHeaderTimeout:    10 * time.Second,
 		IdleTimeout:          120 * time.Second,
@@ -208,6 +213,9 @@ func (c Config) validate() error {
 	if c.MaxConnections < 0 {
 		return fmt.Errorf("--max-connections must not be negative, got %d", c.MaxConnections)
 	}
+	if err := validateTransferCost(c.TransferCost); err != nil {
+		return err
+	}
 	if c.DrainTimeout < 0 {
 		return fmt.Errorf("--drain-timeout must not be negative, got %s", c.DrainTimeout)
 	}
@@ -275,6 +283,8 @@ type Node struct {
 	// router and cohort are set with --affinity and --cohort.
 	router *router
 	cohort *cohort.Scheduler
+	// flows is the node's flow history (flows.go).
+	flows *flow.Sampler
 
 	pol      atomic.Pointer[policyState]
 	maxEpoch atomic.Int64 // highest epoch seen anywhere
@@ -319,6 +329,9 @@ func New(cfg Config) (*Node, error) {
 		runDone:  make(chan struct{}),
 		serveErr: make(chan error, 3),
 		hlth:     newPeerHealth(time.Now),
+	}
+	if n.flows, err = flow.NewSampler(flow.DefaultConfig()); err != nil {
+		return nil, err
 	}
 	p, _ := policy.Lookup(cfg.Policy)
 	n.pol.Store(&policyState{p: p, activation: cfg.ActivationInterval})
@@ -516,6 +529,7 @@ func (n *Node) Start() error {
 	go func() { n.serveErr <- ignoreClosed(n.httpSrv.Serve(n.httpLn)) }()
 	n.runnerStarted.Store(true)
 	go n.runPolicy()
+	go n.runFlows()
 	n.log.Info("swd started", "node", n.cfg.NodeName, "role", n.cfg.Role, "listen", n.httpLn.Addr().String(),
 		"grpc", n.grpcLn.Addr().String(), "admin", n.adminLn.Addr().String(), "policy", n.pol.Load().p.Name,
 		"concurrency", n.Concurrency(), "app", n.cfg.Proxy.App)

@@ -314,6 +314,10 @@ type pending struct {
 	appOutcome metrics.Outcome
 	// release frees the app slot (once); set while serving locally.
 	release func()
+	// decided is when the policy handed the request off (flow.go);
+	// respBytes the app's answer body bytes when served here.
+	decided   time.Time
+	respBytes int64
 }
 
 // ServeHTTP serves a client request.
@@ -332,6 +336,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 	}
 	p := &pending{id: h.ids.of(r), r: r, arrival: start}
+	cw := &countingWriter{ResponseWriter: w}
+	w = cw
+	defer func() { h.m.ObserveFlow(metrics.EdgeClient, p.bodyBytes(), cw.n) }()
 	transferable, err := h.readBody(w, r, p)
 	if err != nil {
 		h.fail(w, r, p, err, start)
@@ -342,6 +349,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t := queue.NewTicket(p, transferable && h.cfg.MaxHops > 0)
+	t.Size = p.bodyBytes()
 	if err := h.push(t, r); err != nil {
 		h.fail(w, r, p, err, start)
 		return
@@ -398,12 +406,14 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
 	}
+	reportAdmitted(w)
 	_, err = h.run(w, r, t, p)
 	outcome := metrics.TransferOK
 	if err != nil {
 		outcome = metrics.TransferFailed
 	}
 	h.m.TransferIn(peer, outcome)
+	h.m.TransferFlow(metrics.DirIn, peer, p.bodyBytes(), p.respBytes)
 	return err
 }
 
@@ -474,6 +484,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p
 			}
 			return metrics.OutcomeLocal, nil
 		case queue.Transfer:
+			p.decided = out.At
 			outcome, done, err := h.transferOut(ctx, w, r, t, p, out.Peer)
 			if done {
 				return outcome, err
@@ -513,7 +524,10 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
 	began = time.Now()
-	h.rp.ServeHTTP(w, r)
+	cw := &countingWriter{ResponseWriter: w}
+	h.rp.ServeHTTP(cw, r)
+	p.respBytes = cw.n
+	h.m.ObserveFlow(metrics.EdgeApp, p.bodyBytes(), cw.n)
 	if h.log.Enabled(r.Context(), slog.LevelDebug) {
 		h.log.Debug("request served locally", "id", p.id, "method", r.Method, "transferred_in", p.in != nil,
 			"wait", wait.String())
@@ -551,6 +565,7 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	o := classifyForward(res, ferr, ctx.Err() != nil, slices.Contains(h.cfg.IdempotentMethods, r.Method))
 	h.m.TransferOut(peer, o.transfer, time.Since(start))
+	h.observeTransferOut(peer, p, o.transfer, res, start)
 	switch o.kind {
 	case forwardAnswered:
 		if h.log.Enabled(ctx, slog.LevelDebug) {

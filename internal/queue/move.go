@@ -28,6 +28,6 @@ func (q *Queue) PushTo(t *Ticket, peer string) error {
 		return nil
 	}
 	t.st = stHandedOff
-	t.notify <- Outcome{Kind: Transfer, Peer: peer}
+	t.notify <- Outcome{Kind: Transfer, Peer: peer, At: now}
 	return nil
 }

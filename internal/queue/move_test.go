@@ -58,6 +58,23 @@ func TestHandOffHonoursMovable(t *testing.T) {
 	_ = pinned
 }
 
+// TestHandOffTicketsHonoursMovable: tickets listed by Movable (without a
+// peer) that the rule keeps from the chosen peer stay in place.
+func TestHandOffTicketsHonoursMovable(t *testing.T) {
+	rule := &homeRule{}
+	cfg := cfgM(1)
+	cfg.MoveRule = rule
+	q := newQueue(t, cfg)
+	requireGranted(t, q, push(t, q, "run", true))
+	free := keyed(t, q, "free", "")
+	toC := keyed(t, q, "toC", "c")
+	listed := q.Movable(10)
+	require.Equal(t, []*queue.Ticket{toC, free}, listed, "listed whatever the peer")
+	assert.Equal(t, 1, q.HandOffTickets(listed, "b"))
+	requireTransfer(t, q, free, "b")
+	assert.Equal(t, []string{"toC"}, snapshot(q), "toC's home is c: it stays")
+}
+
 // TestPushTo covers admission with an immediate hand-off.
 func TestPushTo(t *testing.T) {
 	for _, tc := range []struct {

@@ -22,7 +22,8 @@
 //
 // Moving: a waiting ticket leaves for a peer only if it is Transferable and
 // Config.MoveRule (when set) allows it for that peer. This one rule holds for
-// every way a ticket leaves for a peer: HandOff from the tail, PushTo at
+// every way a ticket leaves for a peer: HandOff from the tail,
+// HandOffTickets (the tickets a transfer-cost rule chose), PushTo at
 // admission, and any removal of a waiting ticket on a peer's behalf (a
 // pull). Keyed requests use it to stay at their home node unless the home is
 // past its load bound (internal/affinity, docs/affinity.md).
@@ -156,6 +157,8 @@ const (
 type Outcome struct {
 	Kind OutcomeKind
 	Peer string // for Transfer: the destination node's name
+	// At is when a Transfer was decided (the hand-off), zero otherwise.
+	At time.Time
 }
 
 type state int
@@ -194,6 +197,8 @@ type Ticket struct {
 	Priority int
 	// Cost is the request's predicted service time (0: unknown).
 	Cost time.Duration
+	// Size is the request's body in bytes, what moving it carries.
+	Size int64
 
 	seq      uint64
 	pushed   time.Time
@@ -485,7 +490,7 @@ func (q *Queue) HandOff(n int, peer string) int {
 		if q.movable(t, peer) {
 			q.remove(t)
 			t.st = stHandedOff
-			t.notify <- Outcome{Kind: Transfer, Peer: peer}
+			t.notify <- Outcome{Kind: Transfer, Peer: peer, At: time.Now()}
 			handed++
 		}
 		e = prev

@@ -266,6 +266,11 @@ func TestConservation(t *testing.T) {
 			c.Fanout, c.DatagramBytes = 1+rng.IntN(4), 200+rng.IntN(1300)
 		}
 		c.Seed = rng.Uint64()
+		if rng.IntN(3) == 0 { // bodies, their hand-off time and the transfer-cost rule
+			c.Bodies = BodyMix{SmallBytes: rng.Int64N(4096), LargeBytes: rng.Int64N(4 << 20), LargeShare: rng.Float64()}
+			c.HandoffPerMiB = time.Duration(rng.Int64N(int64(100 * time.Millisecond)))
+			c.TransferCost = rng.IntN(2) == 0
+		}
 
 		var seen, started, moved []int
 		grow := func(xs *[]int, seq int64) {
