@@ -61,6 +61,11 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// SwdArgs are extra flags for every swd (nodes and dispatcher).
 	SwdArgs []string
+	// NodeArgs are extra flags for every node's swd, not the dispatcher's
+	// (e.g. --affinity, which a dispatcher refuses).
+	NodeArgs []string
+	// AppArgs are extra flags for every dummyapp (e.g. cache mode).
+	AppArgs []string
 	// NamePrefix names nodes PREFIX-0, PREFIX-1, ... (default "node").
 	NamePrefix string
 	// ControlToken, if set, is every swd's --control-token; the launcher
@@ -202,6 +207,7 @@ func (c *Cluster) launch() error {
 		if c.cfg.AppConcurrency > 0 {
 			appArgs = append(appArgs, "--concurrency", strconv.Itoa(c.cfg.AppConcurrency))
 		}
+		appArgs = append(appArgs, c.cfg.AppArgs...)
 		if err := c.start("app-"+strconv.Itoa(i), "dummyapp", appArgs...); err != nil {
 			return err
 		}
@@ -215,6 +221,7 @@ func (c *Cluster) launch() error {
 		}
 		args = append(args, c.tokenArgs()...)
 		args = append(args, c.cfg.SwdArgs...)
+		args = append(args, c.cfg.NodeArgs...)
 		if err := c.start(name, "swd", args...); err != nil {
 			return err
 		}

@@ -123,6 +123,8 @@ type Live struct {
 	GossipDropped func() map[string]float64
 	// ViewAges returns each peer's entry age in seconds, by peer name.
 	ViewAges func() map[string]float64
+	// CohortPicks returns the cohort order's grants by class (nil: off).
+	CohortPicks func() map[string]float64
 }
 
 // Metrics holds the daemon's registry and its metric families, which are
@@ -139,6 +141,7 @@ type Metrics struct {
 	policyInfo       *prometheus.GaugeVec
 	rejections       *prometheus.CounterVec
 	nodeInfo         *prometheus.GaugeVec
+	placements       *prometheus.CounterVec
 	flow             *flowFamilies
 }
 
@@ -183,6 +186,7 @@ func New(live Live) *Metrics {
 			Name: "swd_rejections_total",
 			Help: "Requests answered with an error before reaching the app, by reason.",
 		}, []string{labelReason}),
+		placements: newPlacements(),
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		if f == nil {
@@ -199,6 +203,7 @@ func New(live Live) *Metrics {
 		gauge("swd_in_flight", "Requests this node's app is serving.", live.InFlight),
 		gauge("swd_cluster_members", "Alive cluster members this node sees, itself included.", live.Members),
 		&ageCollector{f: live.ViewAges},
+		m.placements, &cohortCollector{f: live.CohortPicks},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -26,8 +26,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/swd-project/swd/internal/affinity"
 	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/cluster"
+	"github.com/swd-project/swd/internal/cohort"
 	"github.com/swd-project/swd/internal/control"
 	"github.com/swd-project/swd/internal/flow"
 	"github.com/swd-project/swd/internal/metrics"
@@ -78,6 +80,10 @@ type Config struct {
 	Transfer       transfer.ClientConfig
 	TransferServer transfer.ServerConfig
 	Control        control.Config
+	// Affinity routes keyed requests to their home node; Cohort orders the
+	// queue by the app's cache (docs/affinity.md). Nodes only.
+	Affinity affinity.Config
+	Cohort   cohort.Config
 
 	// Policy is the initial policy; ActivationInterval how often a
 	// transfer policy runs.
@@ -128,6 +134,8 @@ func DefaultConfig() Config {
 		Transfer:             tc,
 		TransferServer:       ts,
 		Control:              control.DefaultConfig(),
+		Affinity:             affinity.DefaultConfig(),
+		Cohort:               cohort.DefaultConfig(),
 		Policy:               "nu",
 		ActivationInterval:   40 * time.Millisecond,
 		DrainTimeout:         30 * time.Second,
@@ -225,6 +233,9 @@ func (c Config) validate() error {
 			return err
 		}
 	}
+	if err := c.validateAffinity(); err != nil {
+		return err
+	}
 	if c.GRPCMaxMessageSize < 64<<10 {
 		return fmt.Errorf("--grpc-max-message must be at least 64 KiB, got %d", c.GRPCMaxMessageSize)
 	}
@@ -269,6 +280,9 @@ type Node struct {
 	m    *metrics.Metrics
 	ctl  *control.Service
 	hlth *peerHealth
+	// router and cohort are set with --affinity and --cohort.
+	router *router
+	cohort *cohort.Scheduler
 	// flows is the node's flow history (flows.go).
 	flows *flow.Sampler
 
@@ -323,7 +337,11 @@ func New(cfg Config) (*Node, error) {
 	n.pol.Store(&policyState{p: p, activation: cfg.ActivationInterval})
 
 	if cfg.Role == cluster.RoleNode {
-		q, err := queue.New(cfg.Queue)
+		qc := cfg.Queue
+		if err := n.installAffinity(&qc); err != nil {
+			return nil, err
+		}
+		q, err := queue.New(qc)
 		if err != nil {
 			return nil, err
 		}
@@ -347,6 +365,7 @@ func New(cfg Config) (*Node, error) {
 			st := n.cl.Stats()
 			return map[string]float64{"malformed": float64(st.DroppedMalformed), "foreign": float64(st.DroppedForeign)}
 		},
+		CohortPicks: n.cohortPicks,
 	})
 	n.m.SetPolicy(p.Name, 0)
 	n.m.SetNodeInfo(cfg.NodeName, cfg.Role, Version)
@@ -481,6 +500,9 @@ func (n *Node) Start() error {
 		}
 		n.h.OnTransfer(n.hlth.record)
 		n.h.SetBacklog(n.clusterBacklog)
+		if n.router != nil {
+			n.h.SetRouter(n.router)
+		}
 		ts, err := transfer.NewServer(n.cfg.TransferServer, n.h, n)
 		if err != nil {
 			n.stopAll()

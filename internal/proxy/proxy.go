@@ -142,6 +142,8 @@ type Handler struct {
 	// backlog reports the requests ahead of a new arrival and the slots
 	// serving them (see SetBacklog).
 	backlog func() (ahead, slots int)
+	// router tags keyed requests and places them (see SetRouter).
+	router Router
 }
 
 // ewma is an exponentially weighted moving average of durations, updated
@@ -348,7 +350,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	t := queue.NewTicket(p, transferable && h.cfg.MaxHops > 0)
 	t.Size = p.bodyBytes()
-	if err := h.q.Push(t); err != nil {
+	if err := h.push(t, r); err != nil {
 		h.fail(w, r, p, err, start)
 		return
 	}
@@ -400,7 +402,7 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
 	}
-	if err := h.q.Push(t); err != nil {
+	if err := h.push(t, r); err != nil {
 		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
 	}
