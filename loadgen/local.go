@@ -12,7 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/swd-project/swd/internal/childproc"
 )
 
 // LocalConfig starts a loopback cluster with `swdctl local up`.
@@ -150,7 +153,11 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (*LocalCluster, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin, cfg.Args()...)
-	setProcessGroup(cmd)
+	// Its own process group: a terminal's Ctrl-C reaches only loadgen,
+	// which then stops swdctl with one SIGINT; should loadgen die without
+	// stopping it, swdctl gets SIGINT anyway (parent-death signal, Linux)
+	// and stops its cluster.
+	cmd.SysProcAttr = childproc.Attr(syscall.SIGINT)
 	if cfg.Stderr != nil {
 		cmd.Stderr = cfg.Stderr
 	}
@@ -158,7 +165,7 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (*LocalCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.Swdctl, err)
 	}
 	c := &LocalCluster{cfg: cfg, cmd: cmd, done: make(chan struct{})}

@@ -4,7 +4,6 @@ package loadgen
 
 import "os/exec"
 
-func setProcessGroup(*exec.Cmd)      {}
 func interrupt(cmd *exec.Cmd) error  { return cmd.Process.Kill() }
 func killGroup(cmd *exec.Cmd)        { _ = cmd.Process.Kill() }
 func interruptedExit(err error) bool { return false }

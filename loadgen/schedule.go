@@ -132,6 +132,20 @@ type Targeter struct {
 	path  string
 	sizes []float64
 	next  atomic.Uint64
+	// keys, if set, is the key of each arrival (see Keyed).
+	keys    []int
+	keySpec KeySpec
+}
+
+// Keyed gives arrival k the key keys[k] of ks (KeySpec.Draw with the
+// schedule's seed): every request then carries its key (KeySpec.set).
+// Call before the attack.
+func (tg *Targeter) Keyed(ks KeySpec, keys []int) error {
+	if len(keys) != len(tg.sizes) {
+		return fmt.Errorf("%d keys for %d arrivals", len(keys), len(tg.sizes))
+	}
+	tg.keys, tg.keySpec = keys, ks
+	return nil
 }
 
 // NewTargeter returns a targeter spreading s's requests over bases (base
@@ -172,6 +186,10 @@ func (tg *Targeter) Target(t *vegeta.Target) error {
 	t.URL = tg.bases[k%uint64(len(tg.bases))] + tg.path + "?ms=" + FormatMs(tg.sizes[k])
 	t.Body = nil
 	t.Header = nil
+	if tg.keys != nil {
+		t.Header = http.Header{}
+		tg.keySpec.set(t.Header, tg.keys[k])
+	}
 	return nil
 }
 

@@ -15,7 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/swd-project/swd/internal/affinity"
 	"github.com/swd-project/swd/internal/cluster"
+	"github.com/swd-project/swd/internal/cohort"
 	"github.com/swd-project/swd/internal/config"
 	"github.com/swd-project/swd/internal/node"
 	"github.com/swd-project/swd/internal/policy"
@@ -42,6 +44,8 @@ type flags struct {
 	staleAfter time.Duration
 	hostName   string
 	fwd        forwarding
+	// affinity and cohortPriority are parsed in run (docs/affinity.md).
+	affinity, cohortPriority string
 }
 
 // forwarding holds the flags a node's front (node.Config.Proxy) and a
@@ -114,6 +118,7 @@ environment, which wins over the file.`,
 	fs.DurationVar(&f.fwd.retryAfter, "retry-after", c.Proxy.RetryAfter, "Retry-After advice on 503 answers")
 	fs.DurationVar(&f.fwd.transferTimeout, "transfer-timeout", c.Proxy.TransferTimeout, "longest a transfer may take, from hand-off to the end of the peer's answer")
 	fs.BoolVar(&c.Proxy.EarlyReject, "early-reject", c.Proxy.EarlyReject, "answer 503 at once when the predicted wait exceeds --queue-timeout")
+	fs.StringVar(&c.TransferCost, "transfer-cost", c.TransferCost, `"measured": move a request only if the wait it saves exceeds its measured hand-off cost for its body size; "off": move what the policy plans`)
 	fs.StringVar(&f.gossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) that encrypts gossip")
 	fs.StringVar(&c.Control.Token, "control-token", "", "token required on the control API (required when --grpc is beyond loopback)")
 	fs.StringVar(&f.tokenFile, "control-token-file", "", "file holding the control token")
@@ -128,6 +133,13 @@ environment, which wins over the file.`,
 	fs.IntVar(&c.MaxConcurrentStreams, "max-concurrent-streams", c.MaxConcurrentStreams, "most concurrent HTTP/2 streams per client connection")
 	fs.IntVar(&c.MaxConnections, "max-connections", 0, "most concurrent client connections (0: no cap); an idle keep-alive connection costs about 24 KiB")
 	fs.IntVar(&c.GRPCMaxMessageSize, "grpc-max-message", c.GRPCMaxMessageSize, "largest gRPC message in bytes")
+	fs.StringVar(&f.affinity, "affinity", "", "key of a request for affinity: header:NAME or cookie:NAME; a keyed request runs on its home node (rendezvous hash over the ring) unless that node is past the load bound")
+	fs.Float64Var(&c.Affinity.Factor, "affinity-factor", c.Affinity.Factor, "load bound factor c: a node holding c x the mean load plus --affinity-slack takes no more keyed requests (HAProxy's hash-balance-factor / 100)")
+	fs.IntVar(&c.Affinity.Slack, "affinity-slack", c.Affinity.Slack, "requests added to the load bound, so that short queues at low load are not overload")
+	fs.BoolVar(&c.Cohort.Enabled, "cohort", false, "cache-aware order (needs --affinity): cached keys first, one request per key at the app, a priority class, a starvation bound")
+	fs.IntVar(&c.Cohort.Capacity, "cohort-cache", c.Cohort.Capacity, "how many keys the app's cache holds (swd's model of it)")
+	fs.DurationVar(&c.Cohort.MaxWait, "cohort-max-wait", c.Cohort.MaxWait, "starvation bound: a request waiting longer since its arrival goes next regardless of cache and class")
+	fs.StringVar(&f.cohortPriority, "cohort-priority", "", "high-priority class: requests with header NAME (NAME=VALUE: with that value) go first")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	// Hardening (issue 17): bodies, slots, upgrades.
@@ -152,6 +164,12 @@ func run(ctx context.Context, f *flags, stderr io.Writer) error {
 	c.Cluster.Join = f.joinList
 	c.Cluster.StaleAfter = f.staleAfter
 	f.fwd.apply(&c)
+	if c.Affinity.Source, err = affinity.ParseSource(f.affinity); err != nil {
+		return fmt.Errorf("--affinity: %w", err)
+	}
+	if c.Cohort.Priority, err = cohort.ParsePriority(f.cohortPriority); err != nil {
+		return err
+	}
 	if c.Cluster.GossipKey, err = cluster.ParseGossipKey(f.gossipKey); err != nil {
 		return fmt.Errorf("--gossip-key: %w", err)
 	}

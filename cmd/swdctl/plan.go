@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,14 +13,23 @@ import (
 )
 
 func planCmd(g *globals) *cobra.Command {
-	var name, loads string
+	var name, loads, handoff string
 	var m int
+	var service time.Duration
+	var body int64
 	cmd := &cobra.Command{
 		Use:   "plan --policy NAME --loads 5,0,3,8",
 		Short: "Print what every node would transfer if all ran a policy at once on an exact view",
 		Long: `plan runs the daemon's own policy code for every node of the given load
 vector (node IDs are absolute ring IDs) and prints the transfers and the loads
-after them. It contacts no node.`,
+after them. It contacts no node.
+
+With --service (the app's mean service time) it applies the transfer-cost
+rule the daemon applies (swd --transfer-cost measured): a request moves only
+if the wait it saves exceeds its hand-off cost (--handoff, by body size) for
+its body (--body, every waiting request's); moves it keeps home are counted.`,
+		Example: `  swdctl plan --policy nu --loads 5,0,3,8
+  swdctl plan --policy nu --loads 5,0,3,8 --service 40ms --body 1MiB --handoff 1KiB=0.4ms,1MiB=50ms`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := policy.Lookup(name)
@@ -37,8 +47,18 @@ after them. It contacts no node.`,
 			if planner == nil {
 				planner = policy.PlannerFunc(func(policy.View) []policy.Move { return nil })
 			}
-			plan, err := policy.PlanCluster(planner, vec, m)
-			if err != nil {
+			var plan policy.ClusterPlan
+			if service > 0 {
+				c, err := parseHandoff(handoff)
+				if err != nil {
+					return err
+				}
+				c.Service = service
+				plan, err = policy.PlanClusterCost(planner, vec, m, body, c)
+				if err != nil {
+					return err
+				}
+			} else if plan, err = policy.PlanCluster(planner, vec, m); err != nil {
 				return err
 			}
 			if g.output == "json" {
@@ -54,12 +74,18 @@ after them. It contacts no node.`,
 				return err
 			}
 			fmt.Fprintf(out, "before %v\nafter  %v\n", vec, plan.After)
+			if service > 0 {
+				fmt.Fprintf(out, "held back by the transfer-cost rule: %d\n", plan.HeldBack)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&name, "policy", "nu", "policy to plan: "+strings.Join(policy.Names(), ", "))
 	cmd.Flags().StringVar(&loads, "loads", "", "comma-separated load index of nodes 0..n-1 (required)")
 	cmd.Flags().IntVar(&m, "concurrency", 1, "m of every node: requests in service that cannot move")
+	cmd.Flags().DurationVar(&service, "service", 0, "the app's mean service time: applies the transfer-cost rule (0: off)")
+	cmd.Flags().StringVar(&handoff, "handoff", "", "hand-off cost by body size for the rule, ascending: SIZE=DURATION,... (SIZE in bytes, or with KiB or MiB)")
+	cmd.Flags().Var(byteSize{&body}, "body", "body size of every waiting request for the rule (bytes, or with KiB or MiB)")
 	_ = cmd.MarkFlagRequired("loads")
 	_ = cmd.RegisterFlagCompletionFunc("policy", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return policy.Names(), cobra.ShellCompDirectiveNoFileComp
@@ -81,4 +107,67 @@ func parseLoads(s string) ([]int, error) {
 		return nil, fmt.Errorf("--loads: give at least one load")
 	}
 	return out, nil
+}
+
+// byteSize is a flag of bytes: a number, or one followed by KiB or MiB.
+type byteSize struct{ v *int64 }
+
+func (b byteSize) String() string {
+	if b.v == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*b.v, 10)
+}
+
+func (b byteSize) Set(s string) error {
+	v, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b.v = v
+	return nil
+}
+
+func (byteSize) Type() string { return "bytes" }
+
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20} {
+		if rest, ok := strings.CutSuffix(s, suffix); ok {
+			s, mult = rest, m
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q is not a byte size (a non-negative number, optionally with KiB or MiB)", s)
+	}
+	return v * mult, nil
+}
+
+// parseHandoff reads --handoff: SIZE=DURATION pairs, ascending by size.
+func parseHandoff(s string) (policy.TransferCost, error) {
+	var c policy.TransferCost
+	if strings.TrimSpace(s) == "" {
+		return c, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		size, dur, ok := strings.Cut(part, "=")
+		if !ok {
+			return c, fmt.Errorf("--handoff: %q is not SIZE=DURATION", part)
+		}
+		n, err := parseBytes(size)
+		if err != nil {
+			return c, fmt.Errorf("--handoff: %w", err)
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(dur))
+		if err != nil {
+			return c, fmt.Errorf("--handoff: %q: %w", dur, err)
+		}
+		c.Handoff = append(c.Handoff, policy.SizeCost{MaxBytes: n, Cost: d})
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("--handoff: %w", err)
+	}
+	return c, nil
 }

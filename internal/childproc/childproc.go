@@ -6,7 +6,9 @@
 // from an ordinary goroutine may be signalled when the Go runtime retires
 // that thread. Start forks every child from one goroutine locked to its
 // thread for the life of the process, so the signal fires only when the
-// process itself dies.
+// process itself dies. Attr gives the process attributes every SWD child
+// gets: its own process group, and the parent-death signal where the
+// system has one.
 //
 // Concurrency: Start is safe for concurrent use; starts are serialised.
 package childproc
@@ -28,7 +30,7 @@ type request struct {
 }
 
 // Start runs cmd.Start on the dedicated thread and returns its error. The
-// caller sets cmd.SysProcAttr (with Pdeathsig) as it wants.
+// caller sets cmd.SysProcAttr (usually Attr's) as it wants.
 func Start(cmd *exec.Cmd) error {
 	once.Do(func() {
 		requests = make(chan request)

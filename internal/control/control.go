@@ -171,7 +171,7 @@ func policyMessage(p cluster.PolicyStamp) *swdv1.PolicyState {
 
 // Status implements Control.Status: the node's own state and its view of
 // the ring.
-func (s *Service) Status(context.Context, *swdv1.StatusRequest) (*swdv1.StatusResponse, error) {
+func (s *Service) Status(_ context.Context, req *swdv1.StatusRequest) (*swdv1.StatusResponse, error) {
 	own := s.r.Local.Status()
 	resp := &swdv1.StatusResponse{
 		Node:        s.r.Local.Name(),
@@ -198,6 +198,7 @@ func (s *Service) Status(context.Context, *swdv1.StatusRequest) (*swdv1.StatusRe
 			Known: p.Known, AgeNanos: int64(p.Age), Epoch: p.Policy.Epoch, Policy: p.Policy.Name,
 		})
 	}
+	s.addFlows(resp, req)
 	return resp, nil
 }
 

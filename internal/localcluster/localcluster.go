@@ -17,10 +17,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/swd-project/swd/internal/auth"
+	"github.com/swd-project/swd/internal/childproc"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 
@@ -61,6 +63,11 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// SwdArgs are extra flags for every swd (nodes and dispatcher).
 	SwdArgs []string
+	// NodeArgs are extra flags for every node's swd, not the dispatcher's
+	// (e.g. --affinity, which a dispatcher refuses).
+	NodeArgs []string
+	// AppArgs are extra flags for every dummyapp (e.g. cache mode).
+	AppArgs []string
 	// NamePrefix names nodes PREFIX-0, PREFIX-1, ... (default "node").
 	NamePrefix string
 	// ControlToken, if set, is every swd's --control-token; the launcher
@@ -115,7 +122,6 @@ type Cluster struct {
 
 	mu     sync.Mutex
 	procs  map[string]*proc // by name: "node-0", "app-0", "dispatcher"
-	spawn  chan spawnReq
 	done   chan struct{}
 	closed bool
 }
@@ -127,11 +133,6 @@ type proc struct {
 	cmd  *exec.Cmd
 	log  *os.File
 	exit chan struct{}
-}
-
-type spawnReq struct {
-	p   *proc
-	err chan error
 }
 
 // Start launches the cluster and waits until every node sees every other.
@@ -159,8 +160,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return nil, fmt.Errorf("log dir: %w", err)
 		}
 	}
-	c := &Cluster{cfg: cfg, procs: map[string]*proc{}, spawn: make(chan spawnReq), done: make(chan struct{})}
-	go c.spawner()
+	c := &Cluster{cfg: cfg, procs: map[string]*proc{}, done: make(chan struct{})}
 	if err := c.launch(); err != nil {
 		c.Stop(5 * time.Second)
 		return nil, err
@@ -172,22 +172,6 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// spawner starts every child from one locked OS thread, so the children's
-// parent-death signal fires only when the launcher process dies.
-func (c *Cluster) spawner() {
-	runtime.LockOSThread()
-	// Never unlocked: the thread exits with the goroutine's end only after
-	// every child has been stopped.
-	for {
-		select {
-		case r := <-c.spawn:
-			r.err <- r.p.cmd.Start()
-		case <-c.done:
-			return
-		}
-	}
 }
 
 func (c *Cluster) launch() error {
@@ -225,6 +209,7 @@ func (c *Cluster) launch() error {
 		if c.cfg.AppConcurrency > 0 {
 			appArgs = append(appArgs, "--concurrency", strconv.Itoa(c.cfg.AppConcurrency))
 		}
+		appArgs = append(appArgs, c.cfg.AppArgs...)
 		if err := c.start("app-"+strconv.Itoa(i), "dummyapp", appArgs...); err != nil {
 			return err
 		}
@@ -238,6 +223,7 @@ func (c *Cluster) launch() error {
 		}
 		args = append(args, c.tokenArgs()...)
 		args = append(args, c.cfg.SwdArgs...)
+		args = append(args, c.cfg.NodeArgs...)
 		if err := c.start(name, "swd", args...); err != nil {
 			return err
 		}
@@ -273,7 +259,7 @@ func (c *Cluster) start(name, bin string, args ...string) error {
 
 func (c *Cluster) startProc(p *proc) error {
 	cmd := exec.Command(filepath.Join(c.cfg.BinDir, p.bin), p.args...)
-	cmd.SysProcAttr = procAttr()
+	cmd.SysProcAttr = childproc.Attr(syscall.SIGKILL)
 	cmd.Env = cleanEnv()
 	if c.cfg.LogDir != "" {
 		f, err := os.OpenFile(filepath.Join(c.cfg.LogDir, p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -285,13 +271,12 @@ func (c *Cluster) startProc(p *proc) error {
 	}
 	p.cmd = cmd
 	p.exit = make(chan struct{})
-	errc := make(chan error, 1)
 	select {
-	case c.spawn <- spawnReq{p: p, err: errc}:
 	case <-c.done:
 		return errors.New("local cluster stopped")
+	default:
 	}
-	if err := <-errc; err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
 	go func() {
@@ -328,6 +313,16 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		want++
 		all = append(all, *c.Info.Dispatcher)
 	}
+	// The apps first: a node that gossips its load before its app listens
+	// would answer the first requests with 502.
+	for _, ni := range c.Info.Nodes {
+		if ni.App == "" {
+			continue
+		}
+		if err := waitHTTP(ctx, "http://"+ni.App+"/healthz", c.exited); err != nil {
+			return fmt.Errorf("app of %s not ready: %w", ni.Name, err)
+		}
+	}
 	for _, ni := range all {
 		if err := waitStatus(ctx, ni.GRPC, c.cfg.ControlToken, c.exited, func(s *swdv1.StatusResponse) bool {
 			known := 0
@@ -358,6 +353,36 @@ func (c *Cluster) exited() string {
 		}
 	}
 	return ""
+}
+
+// waitHTTP polls url until it answers 200, ctx ends or a child exits.
+func waitHTTP(ctx context.Context, url string, exited func() string) error {
+	cl := &http.Client{Timeout: time.Second}
+	var last error
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := cl.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		last = err
+		if dead := exited(); dead != "" {
+			return fmt.Errorf("%s exited", dead)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func waitStatus(ctx context.Context, addr, token string, exited func() string, ok func(*swdv1.StatusResponse) bool) error {

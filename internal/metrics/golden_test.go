@@ -50,6 +50,12 @@ var golden = map[string]family{
 	"swd_gossip_view_age_seconds":   {dto.MetricType_GAUGE, []string{"peer"}},
 	"swd_node_info":                 {dto.MetricType_GAUGE, []string{"node", "role", "version"}},
 	"swd_concurrency":               {dto.MetricType_GAUGE, nil},
+	"swd_affinity_placements_total": {dto.MetricType_COUNTER, []string{"placement"}},
+	"swd_cohort_picks_total":        {dto.MetricType_COUNTER, []string{"class"}},
+	"swd_request_body_bytes":        {dto.MetricType_HISTOGRAM, []string{"edge"}},
+	"swd_response_body_bytes":       {dto.MetricType_HISTOGRAM, []string{"edge"}},
+	"swd_transfer_bytes_total":      {dto.MetricType_COUNTER, []string{"body", "direction", "peer"}},
+	"swd_transfer_handoff_seconds":  {dto.MetricType_HISTOGRAM, []string{"size"}},
 }
 
 // goldenRuntime pins the Go and process collector families SWD's docs and
@@ -93,6 +99,16 @@ var boundedValues = map[string]map[string][]string{
 	"swd_gossip_dropped_total":    {"reason": {"malformed", "foreign"}},
 	"swd_gossip_view_age_seconds": {"peer": {"<node>"}},
 	"swd_policy_info":             {"policy": {"<policy>"}, "epoch": {"<epoch>"}},
+	"swd_request_body_bytes":      {"edge": strs(metrics.Edges...)},
+	"swd_response_body_bytes":     {"edge": strs(metrics.Edges...)},
+	"swd_transfer_bytes_total": {
+		"direction": strs(metrics.DirIn, metrics.DirOut),
+		"peer":      {"<node>"},
+		"body":      strs(metrics.BodyKinds...),
+	},
+	"swd_transfer_handoff_seconds":  {"size": strs(metrics.SizeClasses...)},
+	"swd_affinity_placements_total": {"placement": strs(metrics.Placements...)},
+	"swd_cohort_picks_total":        {"class": metrics.CohortClasses},
 }
 
 // strs lists label values of one of the label types as strings.
@@ -117,7 +133,9 @@ func exercised(t *testing.T) *metrics.Metrics {
 		GossipDropped: func() map[string]float64 {
 			return map[string]float64{"malformed": 1, "foreign": 0}
 		},
+		CohortPicks: func() map[string]float64 { return map[string]float64{"cached": 3, "uncached": 1} },
 	})
+	m.Placed(metrics.PlacementSpilled)
 	m.SetNodeInfo("node-0", "node", "test")
 	m.ObserveRequest(metrics.OutcomeLocal, 12*time.Millisecond)
 	m.ObserveRequest(metrics.OutcomeRemote, 30*time.Millisecond)
@@ -126,6 +144,9 @@ func exercised(t *testing.T) *metrics.Metrics {
 	m.TransferIn("node-2", metrics.TransferRefused)
 	m.SetPolicy("nu", 5)
 	m.Reject(metrics.ReasonQueueFull)
+	m.ObserveFlow(metrics.EdgeClient, 100, 2000)
+	m.TransferFlow(metrics.DirOut, "node-1", 100, 2000)
+	m.ObserveHandoff(100, time.Millisecond)
 	return m
 }
 

@@ -28,6 +28,10 @@ var labelTypes = map[string]string{
 	"Direction":       "swd_transfers_total/direction",
 	"TransferOutcome": "swd_transfers_total/outcome",
 	"Reason":          "swd_rejections_total/reason",
+	"Placement":       "swd_affinity_placements_total/placement",
+	"Edge":            "swd_request_body_bytes/edge",
+	"Body":            "swd_transfer_bytes_total/body",
+	"SizeClass":       "swd_transfer_handoff_seconds/size",
 }
 
 // reviewedArgs lists, per recorder method whose arguments are free
@@ -44,16 +48,22 @@ var labelTypes = map[string]string{
 var reviewedArgs = map[string][][]string{
 	"TransferOut": {{"peer", "b.Name"}},
 	"TransferIn":  {{"peer", "in.From"}},
-	"SetPolicy":   {{"p.Name", "name"}, {"0", "epoch"}},
-	"SetNodeInfo": {{"cfg.NodeName"}, {"cfg.Role"}, {"Version"}},
+	// TransferFlow's second argument is the same peer as TransferOut's or
+	// TransferIn's; SetPeers gets the members' names from the cluster.
+	"TransferFlow": {{"metrics.DirOut", "metrics.DirIn"}, {"peer", "in.From"}},
+	"SetPeers":     {{"peers"}},
+	"SetPolicy":    {{"p.Name", "name"}, {"0", "epoch"}},
+	"SetNodeInfo":  {{"cfg.NodeName"}, {"cfg.Role"}, {"Version"}},
 }
 
 // reviewedInside lists the expressions the metrics package itself passes
 // to WithLabelValues: its typed parameters as strings, its own constants,
 // and the reviewed free strings above.
 var reviewedInside = []string{
-	"string(o)", "string(r)", "string(DirOut)", "string(DirIn)", "string(TransferRefused)",
+	"string(o)", "string(r)", "string(p)", "string(DirOut)", "string(DirIn)", "string(TransferRefused)",
 	"peer", "unknownPeer", "node", "role", "version", "name", "strconv.FormatInt(epoch, 10)",
+	"string(e)", "string(d)", "string(c)", "string(b)", "p", "string(BodyRequest)", "string(BodyResponse)",
+	"string(ClassOf(bodyBytes))",
 }
 
 // walk parses every non-test Go file under internal/ and cmd/.
@@ -184,6 +194,10 @@ func TestLabelConstantsListed(t *testing.T) {
 		"Direction":       strs(metrics.DirOut, metrics.DirIn),
 		"TransferOutcome": strs(metrics.TransferOutcomes...),
 		"Reason":          metrics.RejectionReasons,
+		"Placement":       strs(metrics.Placements...),
+		"Edge":            strs(metrics.Edges...),
+		"Body":            strs(metrics.BodyKinds...),
+		"SizeClass":       strs(metrics.SizeClasses...),
 	}
 	for typ, key := range labelTypes {
 		require.NotEmpty(t, consts[typ], "no constants of type %s found", typ)

@@ -4,7 +4,9 @@
 // request paths). Code records through typed methods (ObserveRequest,
 // Reject, TransferOut, ...) whose arguments are the label types below, so
 // no caller spells a label order; Snapshot reads the counters back for
-// swdctl status and the /ui page.
+// swdctl status and the /ui page. flow.go holds the per-edge flow
+// families (requests and body bytes per edge, hand-off time by body size),
+// and SetPeers keeps the per-peer series to the current members.
 //
 // Concurrency: all methods are safe for concurrent use; gauges that mirror
 // live state are read through callbacks at scrape time.
@@ -121,6 +123,8 @@ type Live struct {
 	GossipDropped func() map[string]float64
 	// ViewAges returns each peer's entry age in seconds, by peer name.
 	ViewAges func() map[string]float64
+	// CohortPicks returns the cohort order's grants by class (nil: off).
+	CohortPicks func() map[string]float64
 }
 
 // Metrics holds the daemon's registry and its metric families, which are
@@ -137,6 +141,8 @@ type Metrics struct {
 	policyInfo       *prometheus.GaugeVec
 	rejections       *prometheus.CounterVec
 	nodeInfo         *prometheus.GaugeVec
+	placements       *prometheus.CounterVec
+	flow             *flowFamilies
 }
 
 // New builds a registry with every SWD family plus the Go and process
@@ -180,6 +186,7 @@ func New(live Live) *Metrics {
 			Name: "swd_rejections_total",
 			Help: "Requests answered with an error before reaching the app, by reason.",
 		}, []string{labelReason}),
+		placements: newPlacements(),
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		if f == nil {
@@ -196,6 +203,7 @@ func New(live Live) *Metrics {
 		gauge("swd_in_flight", "Requests this node's app is serving.", live.InFlight),
 		gauge("swd_cluster_members", "Alive cluster members this node sees, itself included.", live.Members),
 		&ageCollector{f: live.ViewAges},
+		m.placements, &cohortCollector{f: live.CohortPicks},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -210,6 +218,7 @@ func New(live Live) *Metrics {
 	for _, o := range TransferOutcomes {
 		m.transferDuration.WithLabelValues(string(o))
 	}
+	m.flow = newFlowFamilies(reg)
 	return m
 }
 
@@ -271,6 +280,8 @@ type Snapshot struct {
 	// Transfers holds every transfer series that saw an event, sorted by
 	// direction, peer and outcome.
 	Transfers []TransferCount
+	// Flow holds the flow families (flow.go).
+	Flow FlowSnapshot
 }
 
 // TransferCount is one swd_transfers_total series.
@@ -289,6 +300,9 @@ func (m *Metrics) Snapshot() Snapshot {
 	collect(m.requests, func(l map[string]string, v uint64) { s.Requests[Outcome(l[labelOutcome])] = v })
 	collect(m.rejections, func(l map[string]string, v uint64) { s.Rejections[Reason(l[labelReason])] = v })
 	collect(m.transfers, func(l map[string]string, v uint64) {
+		if v == 0 {
+			return // a member's series made ahead of its first event (SetPeers)
+		}
 		s.Transfers = append(s.Transfers, TransferCount{
 			Direction: Direction(l[labelDirection]), Peer: l[labelPeer], Outcome: TransferOutcome(l[labelOutcome]), Count: v,
 		})
@@ -303,6 +317,7 @@ func (m *Metrics) Snapshot() Snapshot {
 		}
 		return a.Outcome < b.Outcome
 	})
+	s.Flow = m.flowSnapshot()
 	return s
 }
 

@@ -26,9 +26,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/swd-project/swd/internal/affinity"
 	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/cluster"
+	"github.com/swd-project/swd/internal/cohort"
 	"github.com/swd-project/swd/internal/control"
+	"github.com/swd-project/swd/internal/flow"
 	"github.com/swd-project/swd/internal/metrics"
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/proxy"
@@ -81,6 +84,10 @@ type Config struct {
 	// TransferSecret is the cluster secret nodes authenticate each other's
 	// calls with (a key derived from it); empty means the control token's.
 	TransferSecret string
+	// Affinity routes keyed requests to their home node; Cohort orders the
+	// queue by the app's cache (docs/affinity.md). Nodes only.
+	Affinity affinity.Config
+	Cohort   cohort.Config
 
 	// Policy is the initial policy; ActivationInterval how often a
 	// transfer policy runs.
@@ -88,6 +95,9 @@ type Config struct {
 	ActivationInterval time.Duration
 	// DrainTimeout bounds a graceful shutdown.
 	DrainTimeout time.Duration
+	// TransferCost is "measured" (a request moves only if the wait it
+	// saves exceeds its measured hand-off cost, flows.go) or "off".
+	TransferCost string
 	// Pprof exposes /debug/pprof on the admin port.
 	Pprof bool
 	// ServerCreds, if set, secure the gRPC port (mTLS).
@@ -129,9 +139,12 @@ func DefaultConfig() Config {
 		Transfer:             tc,
 		TransferServer:       ts,
 		Control:              control.DefaultConfig(),
+		Affinity:             affinity.DefaultConfig(),
+		Cohort:               cohort.DefaultConfig(),
 		Policy:               "nu",
 		ActivationInterval:   40 * time.Millisecond,
 		DrainTimeout:         30 * time.Second,
+		TransferCost:         TransferCostMeasured,
 		MaxHeaderBytes:       1 << 20,
 		ReadHeaderTimeout:    10 * time.Second,
 		IdleTimeout:          120 * time.Second,
@@ -205,6 +218,9 @@ func (c Config) validate() error {
 	if c.MaxConnections < 0 {
 		return fmt.Errorf("--max-connections must not be negative, got %d", c.MaxConnections)
 	}
+	if err := validateTransferCost(c.TransferCost); err != nil {
+		return err
+	}
 	if c.DrainTimeout < 0 {
 		return fmt.Errorf("--drain-timeout must not be negative, got %s", c.DrainTimeout)
 	}
@@ -228,6 +244,9 @@ func (c Config) validate() error {
 		if err := p.Validate(); err != nil {
 			return err
 		}
+	}
+	if err := c.validateAffinity(); err != nil {
+		return err
 	}
 	if c.GRPCMaxMessageSize < 64<<10 {
 		return fmt.Errorf("--grpc-max-message must be at least 64 KiB, got %d", c.GRPCMaxMessageSize)
@@ -273,6 +292,11 @@ type Node struct {
 	m    *metrics.Metrics
 	ctl  *control.Service
 	hlth *peerHealth
+	// router and cohort are set with --affinity and --cohort.
+	router *router
+	cohort *cohort.Scheduler
+	// flows is the node's flow history (flows.go).
+	flows *flow.Sampler
 
 	pol      atomic.Pointer[policyState]
 	maxEpoch atomic.Int64 // highest epoch seen anywhere
@@ -324,11 +348,18 @@ func New(cfg Config) (*Node, error) {
 		return n.cl.Members() - 1
 	})
 	n.readiness = newReadiness(n)
+	if n.flows, err = flow.NewSampler(flow.DefaultConfig()); err != nil {
+		return nil, err
+	}
 	p, _ := policy.Lookup(cfg.Policy)
 	n.pol.Store(&policyState{p: p, activation: cfg.ActivationInterval})
 
 	if cfg.Role == cluster.RoleNode {
-		q, err := queue.New(cfg.Queue)
+		qc := cfg.Queue
+		if err := n.installAffinity(&qc); err != nil {
+			return nil, err
+		}
+		q, err := queue.New(qc)
 		if err != nil {
 			return nil, err
 		}
@@ -352,6 +383,7 @@ func New(cfg Config) (*Node, error) {
 			st := n.cl.Stats()
 			return map[string]float64{"malformed": float64(st.DroppedMalformed), "foreign": float64(st.DroppedForeign)}
 		},
+		CohortPicks: n.cohortPicks,
 	})
 	n.m.SetPolicy(p.Name, 0)
 	n.m.SetNodeInfo(cfg.NodeName, cfg.Role, Version)
@@ -498,6 +530,9 @@ func (n *Node) Start() error {
 		n.h.OnTransfer(n.hlth.record)
 		n.h.SetBacklog(n.clusterBacklog)
 		n.h.SetAppReadiness(n.readiness.ready, n.readiness.markDown)
+		if n.router != nil {
+			n.h.SetRouter(n.router)
+		}
 		ts, err := transfer.NewServer(n.cfg.TransferServer, n.h, n)
 		if err != nil {
 			n.stopAll()
@@ -526,6 +561,7 @@ func (n *Node) Start() error {
 	go func() { n.serveErr <- ignoreClosed(n.httpSrv.Serve(n.httpLn)) }()
 	n.runnerStarted.Store(true)
 	go n.runPolicy()
+	go n.runFlows()
 	n.log.Info("swd started", "node", n.cfg.NodeName, "role", n.cfg.Role, "listen", n.httpLn.Addr().String(),
 		"grpc", n.grpcLn.Addr().String(), "admin", n.adminLn.Addr().String(), "policy", n.pol.Load().p.Name,
 		"concurrency", n.Concurrency(), "app", n.cfg.Proxy.App)

@@ -77,9 +77,7 @@ func (n *Node) tick() {
 		n.drainHandOff(v)
 		return
 	}
-	for _, mv := range st.p.Planner.Plan(v) {
-		n.q.HandOff(mv.Count, v.Nodes[mv.To].Name)
-	}
+	n.handOff(v, st.p.Planner.Plan(v))
 }
 
 // planView is the cluster's view with the peers this node must not

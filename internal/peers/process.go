@@ -182,7 +182,7 @@ func Start(ctx context.Context, p Peer, cfg Config) (*Process, error) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group (a terminal's Ctrl-C reaches only the
 	// parent, which stops it); SIGTERM should the parent die.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = childproc.Attr(syscall.SIGTERM)
 	pr.cmd = cmd
 	err = childproc.Start(cmd)
 	_ = logf.Close() // the child has its own descriptor

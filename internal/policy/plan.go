@@ -11,6 +11,9 @@ import (
 type ClusterPlan struct {
 	Transfers []Move `json:"transfers"`
 	After     []int  `json:"after"`
+	// HeldBack counts the moves the transfer-cost rule kept home
+	// (PlanClusterCost only).
+	HeldBack int `json:"held_back,omitempty"`
 }
 
 // PlanCluster runs planner for every node of an exact view (every entry

@@ -193,6 +193,8 @@ type Handler struct {
 	// files (see body.go).
 	memBudget, spoolBudget budget
 	spool                  *spool
+	// router tags keyed requests and places them (see SetRouter).
+	router Router
 }
 
 // ewma is an exponentially weighted moving average of durations, updated
@@ -414,6 +416,10 @@ type pending struct {
 	// refuse is set by appError when a transferred request could not reach
 	// the app at all: nothing was written, and the sender gets a refusal.
 	refuse error
+	// decided is when the policy handed the request off (flow.go);
+	// respBytes the app's answer body bytes when served here.
+	decided   time.Time
+	respBytes int64
 }
 
 // ServeHTTP serves a client request.
@@ -433,6 +439,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p := &pending{id: h.ids.of(r), r: r, arrival: start}
 	defer h.free(&p.held)
+	cw := &countingWriter{ResponseWriter: w}
+	w = cw
+	defer func() { h.m.ObserveFlow(metrics.EdgeClient, p.bodyBytes(), cw.n) }()
 	transferable, err := h.readBody(w, r, p)
 	if err != nil {
 		h.fail(w, r, p, err, start)
@@ -443,7 +452,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t := queue.NewTicket(p, transferable && h.cfg.MaxHops > 0)
-	if err := h.q.Push(t); err != nil {
+	t.Size = p.bodyBytes()
+	if err := h.push(t, r); err != nil {
 		h.fail(w, r, p, err, start)
 		return
 	}
@@ -501,16 +511,18 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
 	}
-	if err := h.q.Push(t); err != nil {
+	if err := h.push(t, r); err != nil {
 		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
 	}
+	reportAdmitted(w)
 	_, err = h.run(w, r, t, p)
 	outcome := metrics.TransferOK
 	if err != nil {
 		outcome = metrics.TransferFailed
 	}
 	h.m.TransferIn(peer, outcome)
+	h.m.TransferFlow(metrics.DirIn, peer, p.bodyBytes(), p.respBytes)
 	return err
 }
 
@@ -596,6 +608,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p
 			}
 			return metrics.OutcomeLocal, nil
 		case queue.Transfer:
+			p.decided = out.At
 			outcome, done, err := h.transferOut(ctx, w, r, t, p, out.Peer)
 			if done {
 				return outcome, err
@@ -683,7 +696,10 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 	}
 	r = r.WithContext(context.WithValue(ar.trace(actx), ctxKey{}, p))
 	began = time.Now()
-	h.rp.ServeHTTP(w, r)
+	cw := &countingWriter{ResponseWriter: w}
+	h.rp.ServeHTTP(cw, r)
+	p.respBytes = cw.n
+	h.m.ObserveFlow(metrics.EdgeApp, p.bodyBytes(), cw.n)
 	if h.log.Enabled(ctx, slog.LevelDebug) {
 		h.log.Debug("request served locally", "id", p.id, "method", r.Method, "transferred_in", p.in != nil,
 			"wait", wait.String())
@@ -721,6 +737,7 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	o := classifyForward(res, ferr, ctx.Err() != nil, slices.Contains(h.cfg.IdempotentMethods, r.Method))
 	h.m.TransferOut(peer, o.transfer, time.Since(start))
+	h.observeTransferOut(peer, p, o.transfer, res, start)
 	switch o.kind {
 	case forwardAnswered:
 		if h.log.Enabled(ctx, slog.LevelDebug) {

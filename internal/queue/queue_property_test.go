@@ -197,6 +197,8 @@ func (md *model) handOff() {
 		md.handed = append(md.handed, mt)
 		r := md.wait(context.Background(), mt)
 		require.NoError(md.t, r.err, md)
+		require.False(md.t, r.o.At.IsZero(), "hand-off without its decision time")
+		r.o.At = time.Time{}
 		require.Equal(md.t, queue.Outcome{Kind: queue.Transfer, Peer: peer}, r.o, "%s\n%s", mt.name, md)
 	}
 }

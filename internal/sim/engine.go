@@ -193,6 +193,13 @@ type engine struct {
 	ctlDel   int64
 	sizeCap  float64 // ns; sizes are clipped to it
 
+	// bodies and the transfer-cost rule (cost.go)
+	bodyRng    *rand.Rand
+	perByte    float64 // ns per body byte moved
+	cost       policy.TransferCost
+	heldBack   int
+	movedBytes int64
+
 	now    int64
 	heap   eventHeap
 	evSeq  uint64
@@ -208,6 +215,7 @@ type engine struct {
 	rSize []int64
 	rSeq  []int64
 	rHop  []bool
+	rBody []int64 // body bytes (cost.go)
 	free  []int32
 
 	// nodes
@@ -360,6 +368,7 @@ func newEngine(cfg Config) (*engine, error) {
 	if est := int(cfg.Rate * cfg.Duration.Seconds() * 1.01); est > 0 {
 		e.rts = make([]time.Duration, 0, est-int(cfg.Rate*cfg.Warmup.Seconds()))
 	}
+	e.initBodies(cfg)
 	e.nextArrival()
 	return e, nil
 }
@@ -439,6 +448,7 @@ func (e *engine) alloc() int32 {
 	e.rSize = append(e.rSize, 0)
 	e.rSeq = append(e.rSeq, 0)
 	e.rHop = append(e.rHop, false)
+	e.rBody = append(e.rBody, 0)
 	return int32(len(e.rArr) - 1)
 }
 
@@ -450,6 +460,7 @@ func (e *engine) arrive() {
 	e.rSize[s] = int64(min(math.Round(e.arr.SizeMs*1e6), e.sizeCap))
 	e.rSeq[s] = seq
 	e.rHop[s] = false
+	e.rBody[s] = e.drawBody()
 	if e.now >= e.warmup {
 		if e.firstMeasured < 0 {
 			e.firstMeasured = seq
@@ -493,7 +504,7 @@ func (e *engine) arrive() {
 			e.rHop[s] = true
 			e.nPushes++
 			e.transfers++
-			e.schedule(e.now+e.xferDel, evXfer, to, s)
+			e.schedule(e.now+e.handoff(e.rBody[s]), evXfer, to, s)
 			e.nextArrival()
 			return
 		}
@@ -694,11 +705,19 @@ func (e *engine) activateNode(i int) {
 		// them may move: the plan could not change anything.
 		return
 	}
-	for _, mv := range e.planner.Plan(e.buildView(i)) {
+	v := e.buildView(i)
+	moves := e.planner.Plan(v)
+	for _, mv := range moves {
 		if mv.From != i || mv.To < 0 || mv.To >= e.n || mv.To == i || mv.Count < 0 {
 			e.err = fmt.Errorf("policy %s planned an invalid move %+v for node %d of %d", e.cfg.Policy, mv, i, e.n)
 			return
 		}
+	}
+	if e.cfg.TransferCost {
+		e.moveWorth(i, v, moves)
+		return
+	}
+	for _, mv := range moves {
 		e.move(i, mv.To, mv.Count)
 	}
 }
@@ -724,7 +743,8 @@ func (e *engine) move(i, to, k int) {
 			e.onMove(e.rSeq[s], i, to)
 		}
 		e.rHop[s] = true
-		e.schedule(e.now+e.xferDel, evXfer, to, s)
+		e.movedBytes += e.rBody[s]
+		e.schedule(e.now+e.handoff(e.rBody[s]), evXfer, to, s)
 		buf[picked[x]] = -1
 	}
 	w := picked[len(picked)-1]
@@ -752,6 +772,8 @@ func (e *engine) result() Result {
 		Pulls:         e.nPulls,
 		PullMisses:    e.nMisses,
 		ArrivalPushes: e.nPushes,
+		HeldBack:      e.heldBack,
+		MovedBytes:    e.movedBytes,
 		Events:        e.events,
 	}
 	if e.now > 0 && e.n > 0 {

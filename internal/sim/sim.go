@@ -161,6 +161,16 @@ type Config struct {
 	// in parallel would. False (the default) updates the counts between
 	// them. A study knob (docs/sim-hypotheses.md).
 	SnapshotBursts bool
+	// Bodies gives requests bodies (cost.go); the zero value: none.
+	Bodies BodyMix
+	// HandoffPerMiB is how much longer than TransferDelay moving a
+	// request takes per MiB of its body (0: bodies move for free).
+	HandoffPerMiB time.Duration
+	// TransferCost filters every planner's moves through the transfer-cost
+	// rule (policy.WorthMoving) with the model's hand-off times and the
+	// workload's mean size as the service time, as a daemon with
+	// --transfer-cost measured would measure them.
+	TransferCost bool
 }
 
 // DefaultConfig returns the paper's setting: 16 nodes, m = 1, nu, the
@@ -239,6 +249,9 @@ func (c Config) Validate() error {
 	if err := c.Workload.Validate(); err != nil {
 		return err
 	}
+	if err := c.validateCost(); err != nil {
+		return err
+	}
 	if c.Policy != Central {
 		if _, err := c.policy(); err != nil {
 			return fmt.Errorf("policy: %w", err)
@@ -288,6 +301,11 @@ type Result struct {
 	Pulls, PullMisses int
 	// ArrivalPushes counts arrivals an ArrivalPusher sent on at once.
 	ArrivalPushes int
+	// HeldBack counts requests a Planner moved that the transfer-cost
+	// rule kept home (Config.TransferCost); MovedBytes the body bytes of
+	// every moved request.
+	HeldBack   int
+	MovedBytes int64
 	// GossipBytesPerNodeSec is the gossip every node sends, in wire bytes
 	// per second (IP/UDP and memberlist framing included, see wireSizes),
 	// averaged over nodes and the whole run; 0 without a transfer policy.

@@ -211,18 +211,6 @@ func TestCentralNeverWorseThanCT(t *testing.T) {
 	}
 }
 
-// runTraced runs cfg with a hook on every completion.
-func runTraced(t *testing.T, cfg Config, onDone func(seq int64, node int, rt time.Duration)) (*engine, Result) {
-	t.Helper()
-	require.NoError(t, cfg.Validate())
-	e, err := newEngine(cfg)
-	require.NoError(t, err)
-	e.onDone = onDone
-	e.run()
-	require.NoError(t, e.err)
-	return e, e.result()
-}
-
 // randomSteal draws a steal design: any order, k, attempts, rules,
 // overtake, arrival push and periodic planner the policy accepts.
 func randomSteal(rng *rand.Rand) *policy.StealConfig {
@@ -278,6 +266,11 @@ func TestConservation(t *testing.T) {
 			c.Fanout, c.DatagramBytes = 1+rng.IntN(4), 200+rng.IntN(1300)
 		}
 		c.Seed = rng.Uint64()
+		if rng.IntN(3) == 0 { // bodies, their hand-off time and the transfer-cost rule
+			c.Bodies = BodyMix{SmallBytes: rng.Int64N(4096), LargeBytes: rng.Int64N(4 << 20), LargeShare: rng.Float64()}
+			c.HandoffPerMiB = time.Duration(rng.Int64N(int64(100 * time.Millisecond)))
+			c.TransferCost = rng.IntN(2) == 0
+		}
 
 		var seen, started, moved []int
 		grow := func(xs *[]int, seq int64) {

@@ -124,6 +124,9 @@ type Result struct {
 	BodyBytes int64
 	// ContentLength is the answer's declared length, or -1.
 	ContentLength int64
+	// Admitted is when the peer's report that it queued the request
+	// arrived (AdmittedKey); zero when it sent none.
+	Admitted time.Time
 }
 
 // Complete reports whether the whole declared body reached w.
@@ -148,6 +151,9 @@ func (c *Client) Forward(ctx context.Context, addr string, msg *swdv1.ForwardReq
 	stream, err := swdv1.NewTransferClient(cc).Forward(ctx, msg)
 	if err != nil {
 		return res, classify(ctx, nil, err)
+	}
+	if md, err := stream.Header(); err == nil && len(md.Get(AdmittedKey)) > 0 {
+		res.Admitted = time.Now()
 	}
 	first, err := stream.Recv()
 	if err != nil {

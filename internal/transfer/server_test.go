@@ -657,3 +657,58 @@ func (s rawTransfer) Forward(m *swdv1.ForwardRequest, st swdv1.Transfer_ForwardS
 func rawServer(f func(*swdv1.ForwardRequest, swdv1.Transfer_ForwardServer) error) rawTransfer {
 	return rawTransfer{f: f}
 }
+
+// TestForwardReportsAdmission: a backend that reports it queued the
+// request makes the sender's Result carry when it learnt so, before the
+// answer ended; one that does not, or a refusal, leaves it zero, and a
+// second report or one after the head changes nothing.
+func TestForwardReportsAdmission(t *testing.T) {
+	tests := []struct {
+		name    string
+		serve   func(w http.ResponseWriter) error
+		want    bool
+		wantErr bool
+	}{
+		// Queued, then answered: admitted.
+		{"admitted", func(w http.ResponseWriter) error {
+			w.(transfer.AdmissionReporter).ReportAdmitted()
+			w.(transfer.AdmissionReporter).ReportAdmitted() // twice: harmless
+			_, err := w.Write([]byte("ok"))
+			return err
+		}, true, false},
+		// A backend that does not queue (or an older peer): no report.
+		{"not reported", func(w http.ResponseWriter) error { _, err := w.Write([]byte("ok")); return err }, false, false},
+		// Reported after the head: too late, ignored.
+		{"after the head", func(w http.ResponseWriter) error {
+			w.WriteHeader(http.StatusOK)
+			w.(transfer.AdmissionReporter).ReportAdmitted()
+			return nil
+		}, false, false},
+		// Admitted, then timed out in the queue: the report stands and the
+		// not-run marking still reaches the sender.
+		{"admitted then not run", func(w http.ResponseWriter) error {
+			w.(transfer.AdmissionReporter).ReportAdmitted()
+			return swderr.ErrQueueTimeout
+		}, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr, _ := startServer(t, backendFunc(func(w http.ResponseWriter, _ *http.Request, _ transfer.Inbound) error {
+				return tt.serve(w)
+			}), members{"node-a": true})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			before := time.Now()
+			res, err := newClient(t).Forward(ctx, addr, outbound(http.MethodGet, "/", nil), newRecorder())
+			if tt.wantErr {
+				require.ErrorIs(t, err, swderr.ErrQueueTimeout)
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tt.want, !res.Admitted.IsZero(), "admitted at %v", res.Admitted)
+			if tt.want {
+				assert.False(t, res.Admitted.Before(before), "admitted before the transfer began")
+			}
+		})
+	}
+}

@@ -32,7 +32,8 @@ the same table, CSV, capacities and plots. --duration is measured after --warmup
 in a real run. The policy "central" (one FIFO queue for the whole cluster, M/G/n) is
 the work-conserving limit.`,
 		Example: `  loadgen sim --policies rr,ct,ll,nu,central --rates 40,120,200,240,280,320,360 --limit-from nu@320
-  loadgen sim --workload burst --nodes 12 --percentiles 99.5 --limit 927ms`,
+  loadgen sim --workload burst --nodes 12 --percentiles 99.5 --limit 927ms
+  loadgen sim --policies nu --rates 280 --large-share 0.2 --large-body 1048576 --handoff-per-mib 60ms --transfer-cost`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec, err := wl.spec(cmd.Flags())
@@ -83,11 +84,16 @@ the work-conserving limit.`,
 				MaxErrorRate: rf.maxErrorRate,
 			}
 			tb := loadgen.Block{Title: "transfers per request"}
+			held := loadgen.Block{Title: "moves held back by the transfer-cost rule, per request"}
 			for _, res := range results {
 				report.Rows = append(report.Rows, SimRow(res))
 				tb.Cells = append(tb.Cells, loadgen.Cell{Policy: res.Config.Policy, Rate: res.Config.Rate, Value: res.TransfersPerRequest})
+				held.Cells = append(held.Cells, loadgen.Cell{Policy: res.Config.Policy, Rate: res.Config.Rate, Value: float64(res.HeldBack) / float64(max(res.Requests, 1))})
 			}
 			report.Blocks = append(report.Blocks, tb)
+			if cfg.TransferCost {
+				report.Blocks = append(report.Blocks, held)
+			}
 			return finish(e, report, rep.limits, rf, nil, false)
 		},
 	}
@@ -106,6 +112,11 @@ the work-conserving limit.`,
 	fs.DurationVar(&cfg.GossipDelay, "gossip-delay", d.GossipDelay, "how long a published load takes to reach the others")
 	fs.DurationVar(&cfg.TransferDelay, "transfer-delay", d.TransferDelay, "how long a moved request takes to reach its target")
 	fs.IntVar(&parallel, "parallel", 0, "simulations run at once (0: GOMAXPROCS)")
+	fs.Int64Var(&cfg.Bodies.SmallBytes, "small-body", 0, "body bytes of the requests that are not large")
+	fs.Int64Var(&cfg.Bodies.LargeBytes, "large-body", 1<<20, "body bytes of the large requests")
+	fs.Float64Var(&cfg.Bodies.LargeShare, "large-share", 0, "share of the requests with a large body (0 to 1)")
+	fs.DurationVar(&cfg.HandoffPerMiB, "handoff-per-mib", 0, "how much longer than --transfer-delay moving a request takes per MiB of its body")
+	fs.BoolVar(&cfg.TransferCost, "transfer-cost", false, "move a request only if the wait it saves exceeds its hand-off time (policy.WorthMoving, as swd --transfer-cost measured)")
 	return cmd
 }
 

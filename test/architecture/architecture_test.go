@@ -1,9 +1,10 @@
 // Package architecture checks that what docs/architecture.md says about the
 // code's layout is what the code is: the package table and its dependency
 // column against `go list`, and the layout rules for benchmark and study
-// programs against the tree and the Makefile.
+// programs against the tree and the Makefile; and that the repository
+// tracks no build output.
 //
-// Concurrency: the tests only read files and run `go list`.
+// Concurrency: the tests only read files and run `go list` and `git ls-files`.
 package architecture
 
 import (
@@ -197,6 +198,44 @@ func TestBenchAndStudyLayout(t *testing.T) {
 			if dir == "bench" {
 				assert.True(t, strings.Contains(runners, "./test/bench/"+e.Name()),
 					"test/bench/%s has no make target running it (in the Makefile or a script under scripts/)", e.Name())
+			}
+		}
+	}
+}
+
+// maxTrackedBytes bounds a file the repository tracks: source, docs, plots
+// and short measurement logs fit easily; a binary or a raw result dump does
+// not belong in the repository (make and scripts can make them again).
+const maxTrackedBytes = 512 << 10
+
+// TestNoBuildOutputTracked: no tracked file is an executable build output
+// (ELF, Mach-O or PE) or larger than maxTrackedBytes. A `go build` in the
+// repository's root once committed two 20 MB binaries.
+func TestNoBuildOutputTracked(t *testing.T) {
+	root := repoRoot()
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	if err != nil {
+		t.Skipf("not a git checkout with git on PATH (%v): nothing to check", err)
+	}
+	magics := [][]byte{{0x7f, 'E', 'L', 'F'}, {0xcf, 0xfa, 0xed, 0xfe}, {'M', 'Z'}}
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		if name == "" {
+			continue
+		}
+		path := filepath.Join(root, name)
+		fi, err := os.Lstat(path)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue // deleted in the work tree, or a link
+		}
+		assert.LessOrEqual(t, fi.Size(), int64(maxTrackedBytes), "%s is %d bytes: too big to track", name, fi.Size())
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		head := make([]byte, 4)
+		n, _ := io.ReadFull(f, head)
+		_ = f.Close()
+		for _, m := range magics {
+			if n >= len(m) && bytes.Equal(head[:len(m)], m) {
+				assert.Failf(t, "build output tracked", "%s is an executable (magic %x): delete it and ignore it", name, m)
 			}
 		}
 	}

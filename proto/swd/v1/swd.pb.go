@@ -563,9 +563,14 @@ func (x *PolicyState) GetActivationIntervalNanos() int64 {
 }
 
 type StatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// flows asks for the node's flow samples (FlowSample) newer than
+	// flows_after_unix_nano (0: every sample it keeps); without it none are
+	// sent (swdctl status).
+	Flows              bool  `protobuf:"varint,1,opt,name=flows,proto3" json:"flows,omitempty"`
+	FlowsAfterUnixNano int64 `protobuf:"varint,2,opt,name=flows_after_unix_nano,json=flowsAfterUnixNano,proto3" json:"flows_after_unix_nano,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *StatusRequest) Reset() {
@@ -596,6 +601,20 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_swd_v1_swd_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StatusRequest) GetFlows() bool {
+	if x != nil {
+		return x.Flows
+	}
+	return false
+}
+
+func (x *StatusRequest) GetFlowsAfterUnixNano() int64 {
+	if x != nil {
+		return x.FlowsAfterUnixNano
+	}
+	return 0
 }
 
 type PeerLoad struct {
@@ -714,7 +733,13 @@ type StatusResponse struct {
 	Version     string                 `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
 	// routes holds what the node has learnt per route (internal/route):
 	// empty when no per-route feature is enabled.
-	Routes        []*RouteStat `protobuf:"bytes,13,rep,name=routes,proto3" json:"routes,omitempty"`
+	Routes []*RouteStat `protobuf:"bytes,13,rep,name=routes,proto3" json:"routes,omitempty"`
+	// flows holds the node's flow samples, oldest first, when the request
+	// asked for them (StatusRequest.flows).
+	Flows []*FlowSample `protobuf:"bytes,14,rep,name=flows,proto3" json:"flows,omitempty"`
+	// handoff_costs is the hand-off cost the node measured per request body
+	// size class, smallest first: what its transfer-cost rule uses.
+	HandoffCosts  []*HandoffCost `protobuf:"bytes,15,rep,name=handoff_costs,json=handoffCosts,proto3" json:"handoff_costs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -836,6 +861,20 @@ func (x *StatusResponse) GetVersion() string {
 func (x *StatusResponse) GetRoutes() []*RouteStat {
 	if x != nil {
 		return x.Routes
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetFlows() []*FlowSample {
+	if x != nil {
+		return x.Flows
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetHandoffCosts() []*HandoffCost {
+	if x != nil {
+		return x.HandoffCosts
 	}
 	return nil
 }
@@ -1597,6 +1636,284 @@ func (x *GossipKeyResponse) GetResults() []*NodeKeys {
 	return nil
 }
 
+// FlowSample is one interval (about a second) of a node's flows: its
+// queue, the client requests it answered and how fast, and the requests it
+// moved to and received from each peer (paper 002's per-edge statistics).
+type FlowSample struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// unix_nano is the end of the interval; seconds its length.
+	UnixNano    int64   `protobuf:"varint,1,opt,name=unix_nano,json=unixNano,proto3" json:"unix_nano,omitempty"`
+	Seconds     float64 `protobuf:"fixed64,2,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	QueueLength int32   `protobuf:"varint,3,opt,name=queue_length,json=queueLength,proto3" json:"queue_length,omitempty"`
+	InFlight    int32   `protobuf:"varint,4,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Concurrency int32   `protobuf:"varint,5,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	// requests_per_second: client requests this node answered.
+	RequestsPerSecond float64 `protobuf:"fixed64,6,opt,name=requests_per_second,json=requestsPerSecond,proto3" json:"requests_per_second,omitempty"`
+	// p50_seconds and p99_seconds: their response times in the interval
+	// (from swd_request_duration_seconds' buckets); 0 when none finished.
+	P50Seconds float64 `protobuf:"fixed64,7,opt,name=p50_seconds,json=p50Seconds,proto3" json:"p50_seconds,omitempty"`
+	P99Seconds float64 `protobuf:"fixed64,8,opt,name=p99_seconds,json=p99Seconds,proto3" json:"p99_seconds,omitempty"`
+	// app_per_second: requests its app served (local and transferred in).
+	AppPerSecond  float64     `protobuf:"fixed64,9,opt,name=app_per_second,json=appPerSecond,proto3" json:"app_per_second,omitempty"`
+	Edges         []*EdgeRate `protobuf:"bytes,10,rep,name=edges,proto3" json:"edges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowSample) Reset() {
+	*x = FlowSample{}
+	mi := &file_swd_v1_swd_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowSample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowSample) ProtoMessage() {}
+
+func (x *FlowSample) ProtoReflect() protoreflect.Message {
+	mi := &file_swd_v1_swd_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowSample.ProtoReflect.Descriptor instead.
+func (*FlowSample) Descriptor() ([]byte, []int) {
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *FlowSample) GetUnixNano() int64 {
+	if x != nil {
+		return x.UnixNano
+	}
+	return 0
+}
+
+func (x *FlowSample) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *FlowSample) GetQueueLength() int32 {
+	if x != nil {
+		return x.QueueLength
+	}
+	return 0
+}
+
+func (x *FlowSample) GetInFlight() int32 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *FlowSample) GetConcurrency() int32 {
+	if x != nil {
+		return x.Concurrency
+	}
+	return 0
+}
+
+func (x *FlowSample) GetRequestsPerSecond() float64 {
+	if x != nil {
+		return x.RequestsPerSecond
+	}
+	return 0
+}
+
+func (x *FlowSample) GetP50Seconds() float64 {
+	if x != nil {
+		return x.P50Seconds
+	}
+	return 0
+}
+
+func (x *FlowSample) GetP99Seconds() float64 {
+	if x != nil {
+		return x.P99Seconds
+	}
+	return 0
+}
+
+func (x *FlowSample) GetAppPerSecond() float64 {
+	if x != nil {
+		return x.AppPerSecond
+	}
+	return 0
+}
+
+func (x *FlowSample) GetEdges() []*EdgeRate {
+	if x != nil {
+		return x.Edges
+	}
+	return nil
+}
+
+// EdgeRate is the flow between a node and one peer in one direction.
+type EdgeRate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Peer  string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
+	// direction is "out" (the node moved requests to peer) or "in".
+	Direction string `protobuf:"bytes,2,opt,name=direction,proto3" json:"direction,omitempty"`
+	// per_second: transfers with outcome ok; failed_per_second the others
+	// (refused, failed, retried locally).
+	PerSecond       float64 `protobuf:"fixed64,3,opt,name=per_second,json=perSecond,proto3" json:"per_second,omitempty"`
+	FailedPerSecond float64 `protobuf:"fixed64,4,opt,name=failed_per_second,json=failedPerSecond,proto3" json:"failed_per_second,omitempty"`
+	// bytes_per_second: request and response bodies carried.
+	BytesPerSecond float64 `protobuf:"fixed64,5,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
+	// total: transfers with outcome ok so far (swd_transfers_total).
+	Total         uint64 `protobuf:"varint,6,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EdgeRate) Reset() {
+	*x = EdgeRate{}
+	mi := &file_swd_v1_swd_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EdgeRate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EdgeRate) ProtoMessage() {}
+
+func (x *EdgeRate) ProtoReflect() protoreflect.Message {
+	mi := &file_swd_v1_swd_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EdgeRate.ProtoReflect.Descriptor instead.
+func (*EdgeRate) Descriptor() ([]byte, []int) {
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *EdgeRate) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *EdgeRate) GetDirection() string {
+	if x != nil {
+		return x.Direction
+	}
+	return ""
+}
+
+func (x *EdgeRate) GetPerSecond() float64 {
+	if x != nil {
+		return x.PerSecond
+	}
+	return 0
+}
+
+func (x *EdgeRate) GetFailedPerSecond() float64 {
+	if x != nil {
+		return x.FailedPerSecond
+	}
+	return 0
+}
+
+func (x *EdgeRate) GetBytesPerSecond() float64 {
+	if x != nil {
+		return x.BytesPerSecond
+	}
+	return 0
+}
+
+func (x *EdgeRate) GetTotal() uint64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+// HandoffCost is the measured cost of handing off requests whose body is
+// at most max_bytes (and more than the previous class's).
+type HandoffCost struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	MaxBytes int64                  `protobuf:"varint,1,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// seconds: the mean hand-off time (decision to the peer's queue) over
+	// the last minute, else over the node's life; 0 with samples 0.
+	Seconds       float64 `protobuf:"fixed64,2,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	Samples       uint64  `protobuf:"varint,3,opt,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandoffCost) Reset() {
+	*x = HandoffCost{}
+	mi := &file_swd_v1_swd_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandoffCost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandoffCost) ProtoMessage() {}
+
+func (x *HandoffCost) ProtoReflect() protoreflect.Message {
+	mi := &file_swd_v1_swd_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandoffCost.ProtoReflect.Descriptor instead.
+func (*HandoffCost) Descriptor() ([]byte, []int) {
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *HandoffCost) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *HandoffCost) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *HandoffCost) GetSamples() uint64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
 var File_swd_v1_swd_proto protoreflect.FileDescriptor
 
 const file_swd_v1_swd_proto_rawDesc = "" +
@@ -1640,8 +1957,10 @@ const file_swd_v1_swd_proto_rawDesc = "" +
 	"\vPolicyState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12:\n" +
-	"\x19activation_interval_nanos\x18\x03 \x01(\x03R\x17activationIntervalNanos\"\x0f\n" +
-	"\rStatusRequest\"\xce\x01\n" +
+	"\x19activation_interval_nanos\x18\x03 \x01(\x03R\x17activationIntervalNanos\"X\n" +
+	"\rStatusRequest\x12\x14\n" +
+	"\x05flows\x18\x01 \x01(\bR\x05flows\x121\n" +
+	"\x15flows_after_unix_nano\x18\x02 \x01(\x03R\x12flowsAfterUnixNano\"\xce\x01\n" +
 	"\bPeerLoad\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\aring_id\x18\x02 \x01(\x05R\x06ringId\x12\x12\n" +
@@ -1650,7 +1969,7 @@ const file_swd_v1_swd_proto_rawDesc = "" +
 	"\x05known\x18\x05 \x01(\bR\x05known\x12\x1b\n" +
 	"\tage_nanos\x18\x06 \x01(\x03R\bageNanos\x12\x14\n" +
 	"\x05epoch\x18\a \x01(\x03R\x05epoch\x12\x16\n" +
-	"\x06policy\x18\b \x01(\tR\x06policy\"\x80\x04\n" +
+	"\x06policy\x18\b \x01(\tR\x06policy\"\xe4\x04\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x17\n" +
 	"\aring_id\x18\x02 \x01(\x05R\x06ringId\x12\x12\n" +
@@ -1665,7 +1984,9 @@ const file_swd_v1_swd_proto_rawDesc = "" +
 	" \x01(\x05R\amembers\x12\x1a\n" +
 	"\bdraining\x18\v \x01(\bR\bdraining\x12\x18\n" +
 	"\aversion\x18\f \x01(\tR\aversion\x12)\n" +
-	"\x06routes\x18\r \x03(\v2\x11.swd.v1.RouteStatR\x06routes\x1a;\n" +
+	"\x06routes\x18\r \x03(\v2\x11.swd.v1.RouteStatR\x06routes\x12(\n" +
+	"\x05flows\x18\x0e \x03(\v2\x12.swd.v1.FlowSampleR\x05flows\x128\n" +
+	"\rhandoff_costs\x18\x0f \x03(\v2\x13.swd.v1.HandoffCostR\fhandoffCosts\x1a;\n" +
 	"\rCountersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xc9\x01\n" +
@@ -1727,7 +2048,34 @@ const file_swd_v1_swd_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\"\n" +
 	"\ffingerprints\x18\x04 \x03(\tR\ffingerprints\"?\n" +
 	"\x11GossipKeyResponse\x12*\n" +
-	"\aresults\x18\x01 \x03(\v2\x10.swd.v1.NodeKeysR\aresults2H\n" +
+	"\aresults\x18\x01 \x03(\v2\x10.swd.v1.NodeKeysR\aresults\"\xe5\x02\n" +
+	"\n" +
+	"FlowSample\x12\x1b\n" +
+	"\tunix_nano\x18\x01 \x01(\x03R\bunixNano\x12\x18\n" +
+	"\aseconds\x18\x02 \x01(\x01R\aseconds\x12!\n" +
+	"\fqueue_length\x18\x03 \x01(\x05R\vqueueLength\x12\x1b\n" +
+	"\tin_flight\x18\x04 \x01(\x05R\binFlight\x12 \n" +
+	"\vconcurrency\x18\x05 \x01(\x05R\vconcurrency\x12.\n" +
+	"\x13requests_per_second\x18\x06 \x01(\x01R\x11requestsPerSecond\x12\x1f\n" +
+	"\vp50_seconds\x18\a \x01(\x01R\n" +
+	"p50Seconds\x12\x1f\n" +
+	"\vp99_seconds\x18\b \x01(\x01R\n" +
+	"p99Seconds\x12$\n" +
+	"\x0eapp_per_second\x18\t \x01(\x01R\fappPerSecond\x12&\n" +
+	"\x05edges\x18\n" +
+	" \x03(\v2\x10.swd.v1.EdgeRateR\x05edges\"\xc7\x01\n" +
+	"\bEdgeRate\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x1c\n" +
+	"\tdirection\x18\x02 \x01(\tR\tdirection\x12\x1d\n" +
+	"\n" +
+	"per_second\x18\x03 \x01(\x01R\tperSecond\x12*\n" +
+	"\x11failed_per_second\x18\x04 \x01(\x01R\x0ffailedPerSecond\x12(\n" +
+	"\x10bytes_per_second\x18\x05 \x01(\x01R\x0ebytesPerSecond\x12\x14\n" +
+	"\x05total\x18\x06 \x01(\x04R\x05total\"^\n" +
+	"\vHandoffCost\x12\x1b\n" +
+	"\tmax_bytes\x18\x01 \x01(\x03R\bmaxBytes\x12\x18\n" +
+	"\aseconds\x18\x02 \x01(\x01R\aseconds\x12\x18\n" +
+	"\asamples\x18\x03 \x01(\x04R\asamples2H\n" +
 	"\bTransfer\x12<\n" +
 	"\aForward\x12\x16.swd.v1.ForwardRequest\x1a\x17.swd.v1.ForwardResponse0\x012\xef\x02\n" +
 	"\aControl\x127\n" +
@@ -1752,7 +2100,7 @@ func file_swd_v1_swd_proto_rawDescGZIP() []byte {
 }
 
 var file_swd_v1_swd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_swd_v1_swd_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_swd_v1_swd_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_swd_v1_swd_proto_goTypes = []any{
 	(GossipKeyRequest_Op)(0),  // 0: swd.v1.GossipKeyRequest.Op
 	(*Header)(nil),            // 1: swd.v1.Header
@@ -1777,7 +2125,10 @@ var file_swd_v1_swd_proto_goTypes = []any{
 	(*GossipKeyRequest)(nil),  // 20: swd.v1.GossipKeyRequest
 	(*NodeKeys)(nil),          // 21: swd.v1.NodeKeys
 	(*GossipKeyResponse)(nil), // 22: swd.v1.GossipKeyResponse
-	nil,                       // 23: swd.v1.StatusResponse.CountersEntry
+	(*FlowSample)(nil),        // 23: swd.v1.FlowSample
+	(*EdgeRate)(nil),          // 24: swd.v1.EdgeRate
+	(*HandoffCost)(nil),       // 25: swd.v1.HandoffCost
+	nil,                       // 26: swd.v1.StatusResponse.CountersEntry
 }
 var file_swd_v1_swd_proto_depIdxs = []int32{
 	1,  // 0: swd.v1.ForwardRequest.headers:type_name -> swd.v1.Header
@@ -1787,32 +2138,35 @@ var file_swd_v1_swd_proto_depIdxs = []int32{
 	1,  // 4: swd.v1.ResponseTrailer.trailers:type_name -> swd.v1.Header
 	6,  // 5: swd.v1.StatusResponse.policy:type_name -> swd.v1.PolicyState
 	8,  // 6: swd.v1.StatusResponse.view:type_name -> swd.v1.PeerLoad
-	23, // 7: swd.v1.StatusResponse.counters:type_name -> swd.v1.StatusResponse.CountersEntry
+	26, // 7: swd.v1.StatusResponse.counters:type_name -> swd.v1.StatusResponse.CountersEntry
 	10, // 8: swd.v1.StatusResponse.routes:type_name -> swd.v1.RouteStat
-	12, // 9: swd.v1.NodesResponse.members:type_name -> swd.v1.Member
-	6,  // 10: swd.v1.NodeResult.state:type_name -> swd.v1.PolicyState
-	16, // 11: swd.v1.SetPolicyResponse.results:type_name -> swd.v1.NodeResult
-	0,  // 12: swd.v1.GossipKeyRequest.op:type_name -> swd.v1.GossipKeyRequest.Op
-	21, // 13: swd.v1.GossipKeyResponse.results:type_name -> swd.v1.NodeKeys
-	2,  // 14: swd.v1.Transfer.Forward:input_type -> swd.v1.ForwardRequest
-	7,  // 15: swd.v1.Control.Status:input_type -> swd.v1.StatusRequest
-	11, // 16: swd.v1.Control.Nodes:input_type -> swd.v1.NodesRequest
-	14, // 17: swd.v1.Control.GetPolicy:input_type -> swd.v1.GetPolicyRequest
-	15, // 18: swd.v1.Control.SetPolicy:input_type -> swd.v1.SetPolicyRequest
-	18, // 19: swd.v1.Control.Drain:input_type -> swd.v1.DrainRequest
-	20, // 20: swd.v1.Control.GossipKeys:input_type -> swd.v1.GossipKeyRequest
-	3,  // 21: swd.v1.Transfer.Forward:output_type -> swd.v1.ForwardResponse
-	9,  // 22: swd.v1.Control.Status:output_type -> swd.v1.StatusResponse
-	13, // 23: swd.v1.Control.Nodes:output_type -> swd.v1.NodesResponse
-	6,  // 24: swd.v1.Control.GetPolicy:output_type -> swd.v1.PolicyState
-	17, // 25: swd.v1.Control.SetPolicy:output_type -> swd.v1.SetPolicyResponse
-	19, // 26: swd.v1.Control.Drain:output_type -> swd.v1.DrainResponse
-	22, // 27: swd.v1.Control.GossipKeys:output_type -> swd.v1.GossipKeyResponse
-	21, // [21:28] is the sub-list for method output_type
-	14, // [14:21] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	23, // 9: swd.v1.StatusResponse.flows:type_name -> swd.v1.FlowSample
+	25, // 10: swd.v1.StatusResponse.handoff_costs:type_name -> swd.v1.HandoffCost
+	12, // 11: swd.v1.NodesResponse.members:type_name -> swd.v1.Member
+	6,  // 12: swd.v1.NodeResult.state:type_name -> swd.v1.PolicyState
+	16, // 13: swd.v1.SetPolicyResponse.results:type_name -> swd.v1.NodeResult
+	0,  // 14: swd.v1.GossipKeyRequest.op:type_name -> swd.v1.GossipKeyRequest.Op
+	21, // 15: swd.v1.GossipKeyResponse.results:type_name -> swd.v1.NodeKeys
+	24, // 16: swd.v1.FlowSample.edges:type_name -> swd.v1.EdgeRate
+	2,  // 17: swd.v1.Transfer.Forward:input_type -> swd.v1.ForwardRequest
+	7,  // 18: swd.v1.Control.Status:input_type -> swd.v1.StatusRequest
+	11, // 19: swd.v1.Control.Nodes:input_type -> swd.v1.NodesRequest
+	14, // 20: swd.v1.Control.GetPolicy:input_type -> swd.v1.GetPolicyRequest
+	15, // 21: swd.v1.Control.SetPolicy:input_type -> swd.v1.SetPolicyRequest
+	18, // 22: swd.v1.Control.Drain:input_type -> swd.v1.DrainRequest
+	20, // 23: swd.v1.Control.GossipKeys:input_type -> swd.v1.GossipKeyRequest
+	3,  // 24: swd.v1.Transfer.Forward:output_type -> swd.v1.ForwardResponse
+	9,  // 25: swd.v1.Control.Status:output_type -> swd.v1.StatusResponse
+	13, // 26: swd.v1.Control.Nodes:output_type -> swd.v1.NodesResponse
+	6,  // 27: swd.v1.Control.GetPolicy:output_type -> swd.v1.PolicyState
+	17, // 28: swd.v1.Control.SetPolicy:output_type -> swd.v1.SetPolicyResponse
+	19, // 29: swd.v1.Control.Drain:output_type -> swd.v1.DrainResponse
+	22, // 30: swd.v1.Control.GossipKeys:output_type -> swd.v1.GossipKeyResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_swd_v1_swd_proto_init() }
@@ -1831,7 +2185,7 @@ func file_swd_v1_swd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_swd_v1_swd_proto_rawDesc), len(file_swd_v1_swd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
