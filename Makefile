@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 25m
 HOGS ?= 2
 FUZZTIME ?= 30s
 
-.PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-handoff bench-goodput bench-peers bench-affinity demo paper proto fuzz clean tools chaos
+.PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-handoff bench-goodput bench-peers bench-affinity bench-hardening demo paper proto fuzz clean tools chaos
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -78,6 +78,9 @@ bench-handoff: build ## hand-off cost (decision to the peer's queue) of small vs
 
 bench-gossip: ## gossip entry age, bytes/s and CPU per node at 16, 32 and 64 nodes
 	$(GO) run ./test/bench/gossip -nodes 16,32,64
+
+bench-hardening: build ## issue 17's figures: app in-flight with leaving clients, 200s with a dead app, a GET during a slow upload, RSS of stalled uploads (BASE_BIN=dir compares another build)
+	$(GO) run ./test/bench/hardening --bin-dir $(BIN) $(if $(BASE_BIN),--base-bin-dir $(BASE_BIN))
 
 chaos: build ## 8 nodes at 70 % load for 60 s, a node SIGKILLed and restarted every 10 s; prints every request's fate
 	$(GO) run ./test/chaos/cmd/chaos --bin-dir $(BIN)

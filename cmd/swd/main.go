@@ -125,7 +125,7 @@ environment, which wins over the file.`,
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate for the gRPC port (mTLS)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs every node's certificate")
-	fs.BoolVar(&c.Insecure, "insecure", false, "allow a plaintext gRPC port beyond loopback")
+	fs.BoolVar(&c.Insecure, "insecure", false, "allow a plaintext gRPC port, and gossip without --gossip-key, beyond loopback")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof on the admin port")
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "largest request header block")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time allowed to read request headers (slowloris guard)")
@@ -142,6 +142,14 @@ environment, which wins over the file.`,
 	fs.StringVar(&f.cohortPriority, "cohort-priority", "", "high-priority class: requests with header NAME (NAME=VALUE: with that value) go first")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	// Hardening (issue 17): bodies, slots, upgrades.
+	fs.Int64Var(&c.Proxy.MaxBufferedBytes, "max-buffered-bytes", c.Proxy.MaxBufferedBytes, "most request body bytes held in memory at once, over all requests; beyond it, 503")
+	fs.Int64Var(&c.Proxy.MaxSpoolBytes, "max-spool-bytes", c.Proxy.MaxSpoolBytes, "most bytes of bodies larger than --max-transfer-body spooled to temporary files at once; beyond it, 503")
+	fs.StringVar(&c.Proxy.SpoolDir, "spool-dir", "", "directory for spooled request bodies (default the system's temporary directory)")
+	fs.DurationVar(&c.Proxy.BodyIdleTimeout, "body-idle-timeout", c.Proxy.BodyIdleTimeout, "longest a client may send no byte of its request body; then 408")
+	fs.DurationVar(&c.Proxy.AbandonAfter, "abandon-after", c.Proxy.AbandonAfter, "how long the app may go on with a request whose client left (it keeps its slot) before swd closes the app connection")
+	fs.StringVar(&c.Proxy.UpgradeSlot, "upgrade-slot", c.Proxy.UpgradeSlot, `"hold": an upgraded connection (WebSocket) keeps its app slot for its life; "free": the slot is freed once the switch is made`)
+	fs.StringVar(&c.TransferSecret, "transfer-secret", "", "cluster secret nodes authenticate transfers to each other with (default: derived from the control token, which never leaves the node)")
 	config.AddConfigFlag(fs)
 	return cmd
 }
