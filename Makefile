@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 25m
 HOGS ?= 2
 FUZZTIME ?= 30s
 
-.PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-handoff bench-goodput bench-peers demo paper proto fuzz clean tools chaos
+.PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-handoff bench-goodput bench-peers bench-affinity bench-hardening demo paper proto fuzz clean tools chaos
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -51,7 +51,7 @@ lint: tools cross deadcode ## go vet, gofmt check, staticcheck, govulncheck, cro
 # must stay free of OS-specific code; everything else must at least build on
 # macOS (swdctl, loadgen and the local cluster run there, without Linux's
 # parent-death signal).
-PORTABLE := ./internal/policy/... ./internal/sim/... ./internal/queue/... ./internal/workload/... ./internal/stats/... ./internal/swderr/... ./internal/cost/...
+PORTABLE := ./internal/policy/... ./internal/sim/... ./internal/queue/... ./internal/workload/... ./internal/stats/... ./internal/swderr/... ./internal/affinity/... ./internal/cohort/... ./internal/cost/...
 
 deadcode: tools ## functions no program or test reaches (deadcode -test): fails unless there are none
 	@out=$$($(TOOLS)/deadcode -test ./...) || exit 1; if [ -n "$$out" ]; then echo "$$out"; echo "unreachable code: delete it or use it"; exit 1; fi
@@ -61,7 +61,7 @@ cross: ## GOOS=darwin go build ./... and GOOS=windows go vet of the portable pac
 	GOOS=windows $(GO) vet $(PORTABLE)
 
 bench: build ## print performance figures: micro-benchmarks, swd's added latency and throughput, one transfer hop, core placement (pinned apart vs unpinned)
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/queue/ ./internal/policy/ ./internal/sim/ ./internal/cost/
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/queue/ ./internal/policy/ ./internal/sim/ ./internal/cohort/ ./internal/cost/
 	$(GO) run ./test/bench/proxy
 	$(GO) run ./test/bench/pinning --bin-dir $(BIN)
 
@@ -82,6 +82,9 @@ bench-handoff: build ## hand-off cost (decision to the peer's queue) of small vs
 
 bench-gossip: ## gossip entry age, bytes/s and CPU per node at 16, 32 and 64 nodes
 	$(GO) run ./test/bench/gossip -nodes 16,32,64
+
+bench-hardening: build ## issue 17's figures: app in-flight with leaving clients, 200s with a dead app, a GET during a slow upload, RSS of stalled uploads (BASE_BIN=dir compares another build)
+	$(GO) run ./test/bench/hardening --bin-dir $(BIN) $(if $(BASE_BIN),--base-bin-dir $(BASE_BIN))
 
 chaos: build ## 8 nodes at 70 % load for 60 s, a node SIGKILLed and restarted every 10 s; prints every request's fate
 	$(GO) run ./test/chaos/cmd/chaos --bin-dir $(BIN)
@@ -129,6 +132,17 @@ bench-peers: build ## SWD's policies beside HAProxy, nginx, Caddy on the same ap
 		--warmup 5s --duration $(DURATION) --cooldown 2s --settle 1s --policies $(PEER_POLICIES) --peers $(PEERS) \
 		--reference haproxy-cq --limit-from $(LIMIT_FROM) --progress lines --out results/peers
 	$(GO) run ./test/bench/peers --bin-dir $(BIN) --duration $(PASS_DURATION) --peers $(PEERS)
+
+# make bench-affinity: key affinity and the cohort order (paper 000) on 4
+# nodes whose apps cache 50 keys each, at cache ratios 0.5 and 0.9: hit
+# ratio, capacity at the 99th percentile limit (500 ms) of plain FIFO,
+# affinity, affinity + cohort and HAProxy's bounded-load consistent hash on
+# the same requests, then the keys remapped when one node dies
+# (docs/affinity.md). AFFINITY_ARGS passes more flags (e.g. --duration 10s).
+AFFINITY_ARGS ?=
+bench-affinity: build ## key affinity + cohort order vs FIFO vs HAProxy's consistent hash at cache ratios 0.5 and 0.9; keys remapped when a node dies (~25 min)
+	@bash scripts/ensure-haproxy.sh >/dev/null 2>&1 || true
+	$(GO) run ./test/bench/affinity --bin-dir $(BIN) $(AFFINITY_ARGS)
 
 demo: build ## start an 8-node loopback cluster, compare policies and HAProxy's central queue on the burst workload, print the table (CSV and plots in results/demo)
 	@bash scripts/ensure-haproxy.sh >/dev/null 2>&1 || true

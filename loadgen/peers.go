@@ -62,5 +62,9 @@ func CheckPeers(names []string) (installed []string, skipped []string, err error
 	return installed, skipped, nil
 }
 
+// HashPeerHeader is the header the haproxy-hash peer hashes: a keyed
+// workload must send its keys there for that peer to keep them on one app.
+const HashPeerHeader = peers.HashHeader
+
 // PeerNames lists the peers a sweep can measure.
 func PeerNames() []string { return peers.Names() }

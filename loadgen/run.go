@@ -45,6 +45,12 @@ type RunConfig struct {
 	// ResultsFile, if set, receives the measured results in vegeta's gob
 	// encoding (parent directories are created).
 	ResultsFile string
+	// Keys, if N > 0, gives every request a user key (a keyed workload).
+	Keys KeySpec
+	// Apps, if set, are the apps' host:port addresses: the run reads their
+	// cache counters (dummyapp /stats) when the warm-up ends and at the end,
+	// and reports the measured window's in RunResult.Cache.
+	Apps []string
 }
 
 // DefaultRunConfig is the paper's standard workload at 40 req/s for a
@@ -61,6 +67,7 @@ func DefaultRunConfig() RunConfig {
 		Timeout:     30 * time.Second,
 		Workers:     64,
 		Connections: 10000,
+		Keys:        DefaultKeySpec(),
 	}
 }
 
@@ -84,10 +91,13 @@ func (c RunConfig) Validate() error {
 	case c.Connections < 1:
 		return fmt.Errorf("connections must be at least 1, got %d", c.Connections)
 	}
-	for _, t := range c.Targets {
+	for _, t := range append(append([]string(nil), c.Targets...), c.Apps...) {
 		if _, err := NormalizeBase(t); err != nil {
 			return err
 		}
+	}
+	if err := c.Keys.Validate(); err != nil {
+		return err
 	}
 	return c.Workload.Validate()
 }
@@ -115,6 +125,10 @@ type RunResult struct {
 	ServedBy map[string]int
 	// Wall is how long the run took.
 	Wall time.Duration
+	// Cache is the apps' cache lookups in the measured window (nil without
+	// RunConfig.Apps, or when they could not be read: CacheErr says why).
+	Cache    *CacheStats
+	CacheErr error
 }
 
 // Run offers c's schedule to c's targets and waits for every answer (or
@@ -131,6 +145,11 @@ func Run(ctx context.Context, c RunConfig) (RunResult, error) {
 	tg, err := NewTargeter(sched, c.Targets, c.Path)
 	if err != nil {
 		return RunResult{}, err
+	}
+	if c.Keys.N > 0 {
+		if err := tg.Keyed(c.Keys, c.Keys.Draw(len(sched.Arrivals), c.Seed)); err != nil {
+			return RunResult{}, err
+		}
 	}
 	pacer := NewSchedulePacer(sched)
 
@@ -187,6 +206,7 @@ func Run(ctx context.Context, c RunConfig) (RunResult, error) {
 	}()
 
 	res := RunResult{Codes: map[uint16]int{}, ServedBy: map[string]int{}}
+	cache := c.watchCache(ctx)
 	var ok []time.Duration
 	measured, failed := 0, 0
 	start := time.Now()
@@ -224,6 +244,7 @@ func Run(ctx context.Context, c RunConfig) (RunResult, error) {
 		}
 	}
 	res.Wall = time.Since(start)
+	res.Cache, res.CacheErr = cache()
 	// Requests the pacer never released (the run was stopped) still count:
 	// they were offered in the measured window.
 	for k := res.Sent; k < len(sched.Arrivals) && ctx.Err() != nil; k++ {
@@ -255,4 +276,39 @@ type ctxTransport struct {
 
 func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r.WithContext(t.ctx))
+}
+
+// watchCache reads the apps' cache counters when c's warm-up ends (at once
+// without one); the returned function reads them again and gives the
+// difference. Without c.Apps it does nothing.
+func (c RunConfig) watchCache(ctx context.Context) func() (*CacheStats, error) {
+	if len(c.Apps) == 0 {
+		return func() (*CacheStats, error) { return nil, nil }
+	}
+	type snap struct {
+		st  CacheStats
+		err error
+	}
+	first := make(chan snap, 1)
+	read := func() { st, err := ReadCacheStats(ctx, c.Apps); first <- snap{st, err} }
+	var timer *time.Timer
+	if c.Warmup > 0 {
+		timer = time.AfterFunc(c.Warmup, read)
+	} else {
+		read()
+	}
+	return func() (*CacheStats, error) {
+		if timer != nil && timer.Stop() {
+			return nil, errors.New("the run ended before its warm-up did")
+		}
+		s := <-first // read, or being read
+		if s.err != nil {
+			return nil, s.err
+		}
+		end, err := ReadCacheStats(ctx, c.Apps)
+		if err != nil {
+			return nil, err
+		}
+		return &CacheStats{Hits: end.Hits - s.st.Hits, Misses: end.Misses - s.st.Misses}, nil
+	}
 }

@@ -136,6 +136,20 @@ type Targeter struct {
 	paths []string // per class: path + "/" + name; nil without classes
 	class []uint8  // per arrival (with classes)
 	next  atomic.Uint64
+	// keys, if set, is the key of each arrival (see Keyed).
+	keys    []int
+	keySpec KeySpec
+}
+
+// Keyed gives arrival k the key keys[k] of ks (KeySpec.Draw with the
+// schedule's seed): every request then carries its key (KeySpec.set).
+// Call before the attack.
+func (tg *Targeter) Keyed(ks KeySpec, keys []int) error {
+	if len(keys) != len(tg.sizes) {
+		return fmt.Errorf("%d keys for %d arrivals", len(keys), len(tg.sizes))
+	}
+	tg.keys, tg.keySpec = keys, ks
+	return nil
 }
 
 // NewTargeter returns a targeter spreading s's requests over bases (base
@@ -193,6 +207,10 @@ func (tg *Targeter) Target(t *vegeta.Target) error {
 	t.URL = tg.bases[k%uint64(len(tg.bases))] + path + "?ms=" + FormatMs(tg.sizes[k])
 	t.Body = nil
 	t.Header = nil
+	if tg.keys != nil {
+		t.Header = http.Header{}
+		tg.keySpec.set(t.Header, tg.keys[k])
+	}
 	return nil
 }
 

@@ -2,7 +2,7 @@
 // service time per request, burning CPU (--mode busy) or sleeping
 // (--mode sleep). See package internal/dummyapp for the endpoints.
 //
-//	dummyapp --listen :9000 --mode busy|sleep [--name N] [--config FILE]
+//	dummyapp --listen :9000 --mode busy|sleep [--name N] [--cache-size N --miss-ms X] [--config FILE]
 //
 // Every flag also reads DUMMYAPP_<FLAG> (e.g. DUMMYAPP_MODE) and may be set
 // in the --config YAML file; flags win over environment, environment over
@@ -127,6 +127,9 @@ environment over file.`,
 	fs.Float64Var(&cfg.MaxMs, "max-ms", cfg.MaxMs, "largest service time a request may ask for, in ms")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "most /work requests served at once (a server with that many workers); the others wait in arrival order; 0: no limit")
 	fs.IntVar(&cfg.QueueLimit, "queue-limit", cfg.QueueLimit, "with --concurrency, most requests waiting for a worker; beyond it 503")
+	fs.IntVar(&cfg.CacheSize, "cache-size", cfg.CacheSize, "cache mode: keep an LRU of this many keys (header --cache-header); 0: off")
+	fs.Float64Var(&cfg.MissMs, "miss-ms", cfg.MissMs, "cache mode: extra service time of a request whose key is not cached, in ms")
+	fs.StringVar(&cfg.CacheHeader, "cache-header", cfg.CacheHeader, "cache mode: the header carrying a request's key")
 	fs.DurationVar(&cfg.Calibration, "calibration", cfg.Calibration, "how long busy mode calibrates its loop at start")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest wait for requests in progress on SIGTERM/SIGINT")
 	fs.StringVar(&cpus, "cpus", "", "pin the app's threads to these CPUs (Linux), e.g. 1 or 1-3, to keep it off swd's cores; empty: no pinning")

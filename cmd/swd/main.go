@@ -15,7 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/swd-project/swd/internal/affinity"
 	"github.com/swd-project/swd/internal/cluster"
+	"github.com/swd-project/swd/internal/cohort"
 	"github.com/swd-project/swd/internal/config"
 	"github.com/swd-project/swd/internal/cpuset"
 	"github.com/swd-project/swd/internal/node"
@@ -44,6 +46,8 @@ type flags struct {
 	hostName   string
 	fwd        forwarding
 	cpus       string
+	// affinity and cohortPriority are parsed in run (docs/affinity.md).
+	affinity, cohortPriority string
 }
 
 // forwarding holds the flags a node's front (node.Config.Proxy) and a
@@ -123,7 +127,7 @@ environment, which wins over the file.`,
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate for the gRPC port (mTLS)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs every node's certificate")
-	fs.BoolVar(&c.Insecure, "insecure", false, "allow a plaintext gRPC port beyond loopback")
+	fs.BoolVar(&c.Insecure, "insecure", false, "allow a plaintext gRPC port, and gossip without --gossip-key, beyond loopback")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof on the admin port")
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "largest request header block")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time allowed to read request headers (slowloris guard)")
@@ -136,8 +140,23 @@ environment, which wins over the file.`,
 	fs.Float64Var(&c.Cost.Weight, "cost-weight", c.Cost.Weight, "the learnt cost's moving-average weight of the old value (SPLiT's w), in [0, 1)")
 	fs.StringArrayVar(&c.Routes.Patterns, "route", nil, "a route in net/http ServeMux pattern syntax, e.g. 'GET /items/{id}' (repeatable); other requests are routes by method and path, the first 64 learnt")
 	fs.StringVar(&f.cpus, "cpus", "", "pin swd's threads to these CPUs (Linux), e.g. 0 or 0,2-3, to keep it off the app's cores; empty: no pinning")
+	fs.StringVar(&f.affinity, "affinity", "", "key of a request for affinity: header:NAME or cookie:NAME; a keyed request runs on its home node (rendezvous hash over the ring) unless that node is past the load bound")
+	fs.Float64Var(&c.Affinity.Factor, "affinity-factor", c.Affinity.Factor, "load bound factor c: a node holding c x the mean load plus --affinity-slack takes no more keyed requests (HAProxy's hash-balance-factor / 100)")
+	fs.IntVar(&c.Affinity.Slack, "affinity-slack", c.Affinity.Slack, "requests added to the load bound, so that short queues at low load are not overload")
+	fs.BoolVar(&c.Cohort.Enabled, "cohort", false, "cache-aware order (needs --affinity): cached keys first, one request per key at the app, a priority class, a starvation bound")
+	fs.IntVar(&c.Cohort.Capacity, "cohort-cache", c.Cohort.Capacity, "how many keys the app's cache holds (swd's model of it)")
+	fs.DurationVar(&c.Cohort.MaxWait, "cohort-max-wait", c.Cohort.MaxWait, "starvation bound: a request waiting longer since its arrival goes next regardless of cache and class")
+	fs.StringVar(&f.cohortPriority, "cohort-priority", "", "high-priority class: requests with header NAME (NAME=VALUE: with that value) go first")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	// Hardening (issue 17): bodies, slots, upgrades.
+	fs.Int64Var(&c.Proxy.MaxBufferedBytes, "max-buffered-bytes", c.Proxy.MaxBufferedBytes, "most request body bytes held in memory at once, over all requests; beyond it, 503")
+	fs.Int64Var(&c.Proxy.MaxSpoolBytes, "max-spool-bytes", c.Proxy.MaxSpoolBytes, "most bytes of bodies larger than --max-transfer-body spooled to temporary files at once; beyond it, 503")
+	fs.StringVar(&c.Proxy.SpoolDir, "spool-dir", "", "directory for spooled request bodies (default the system's temporary directory)")
+	fs.DurationVar(&c.Proxy.BodyIdleTimeout, "body-idle-timeout", c.Proxy.BodyIdleTimeout, "longest a client may send no byte of its request body; then 408")
+	fs.DurationVar(&c.Proxy.AbandonAfter, "abandon-after", c.Proxy.AbandonAfter, "how long the app may go on with a request whose client left (it keeps its slot) before swd closes the app connection")
+	fs.StringVar(&c.Proxy.UpgradeSlot, "upgrade-slot", c.Proxy.UpgradeSlot, `"hold": an upgraded connection (WebSocket) keeps its app slot for its life; "free": the slot is freed once the switch is made`)
+	fs.StringVar(&c.TransferSecret, "transfer-secret", "", "cluster secret nodes authenticate transfers to each other with (default: derived from the control token, which never leaves the node)")
 	config.AddConfigFlag(fs)
 	return cmd
 }
@@ -162,6 +181,12 @@ func run(ctx context.Context, f *flags, stderr io.Writer) error {
 	c.Cluster.Join = f.joinList
 	c.Cluster.StaleAfter = f.staleAfter
 	f.fwd.apply(&c)
+	if c.Affinity.Source, err = affinity.ParseSource(f.affinity); err != nil {
+		return fmt.Errorf("--affinity: %w", err)
+	}
+	if c.Cohort.Priority, err = cohort.ParsePriority(f.cohortPriority); err != nil {
+		return err
+	}
 	if c.Cluster.GossipKey, err = cluster.ParseGossipKey(f.gossipKey); err != nil {
 		return fmt.Errorf("--gossip-key: %w", err)
 	}

@@ -56,6 +56,22 @@ func TestBadConfigurationIsRefused(t *testing.T) {
 		// Both wrong: the first problem is named.
 		{"dispatcher with both", []string{"--role", "dispatcher", "--transfer-timeout", "0", "--retry-after", "-5s"}, nil, "--retry-after must not be negative"},
 		{"dispatcher with negative body limit", []string{"--role", "dispatcher", "--max-transfer-body", "-1"}, nil, "--max-transfer-body"},
+		// Issue 17, item 7: settings that would switch a defence off.
+		{"no header timeout", []string{"--read-header-timeout", "0"}, nil, "--read-header-timeout must be positive"},
+		{"queue without timeout", []string{"--queue-timeout", "0"}, nil, "--queue-timeout must be positive"},
+		{"zero header limit", []string{"--max-header-bytes", "0"}, nil, "--max-header-bytes must be positive"},
+		{"negative header limit", []string{"--max-header-bytes", "-1"}, nil, "--max-header-bytes must be positive"},
+		{"negative idle timeout", []string{"--idle-timeout", "-1s"}, nil, "--idle-timeout must be positive"},
+		{"zero h2 streams", []string{"--max-concurrent-streams", "0"}, nil, "--max-concurrent-streams must be between"},
+		{"negative h2 streams", []string{"--max-concurrent-streams", "-1"}, nil, "--max-concurrent-streams must be between"},
+		{"bad idempotent method", []string{"--idempotent-methods", "POST,G T"}, nil, `"G T" is not an HTTP method`},
+		{"app is swd itself", []string{"--listen", "127.0.0.1:18089", "--app", "http://localhost:18089"}, nil, "is swd's own --listen"},
+		{"app is swd itself, any address", []string{"--listen", ":18089", "--app", "http://127.0.0.1:18089/"}, nil, "is swd's own --listen"},
+		{"no body idle timeout", []string{"--body-idle-timeout", "0"}, nil, "--body-idle-timeout must be positive"},
+		{"buffer budget below one body", []string{"--max-buffered-bytes", "1000"}, nil, "--max-buffered-bytes must be at least"},
+		{"bad upgrade slot", []string{"--upgrade-slot", "maybe"}, nil, "--upgrade-slot"},
+		// Issue 17, item 5: gossip beyond loopback needs a key or --insecure.
+		{"gossip beyond loopback without key", []string{"--gossip", "0.0.0.0:0"}, nil, "--gossip 0.0.0.0:0 is beyond loopback without --gossip-key"},
 		// The gRPC message limit bounds transfers.
 		{"tiny grpc message limit", []string{"--grpc-max-message", "1000"}, nil, "--grpc-max-message"},
 	}

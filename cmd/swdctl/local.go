@@ -67,6 +67,8 @@ killed, they die too.`,
 	f.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "how long to wait for every node to see every other")
 	f.StringVar(&cfg.ControlToken, "control-token", "", "control token for every swd (and for the launcher's readiness checks)")
 	f.StringArrayVar(&cfg.SwdArgs, "swd-arg", nil, "extra flag for every swd (repeatable), e.g. --swd-arg=--queue-limit=64")
+	f.StringArrayVar(&cfg.NodeArgs, "node-arg", nil, "extra flag for every node's swd but not the dispatcher's (repeatable), e.g. --node-arg=--affinity=header:X-User")
+	f.StringArrayVar(&cfg.AppArgs, "app-arg", nil, "extra flag for every dummyapp (repeatable), e.g. --app-arg=--cache-size=50")
 	cmd.AddCommand(up)
 	return cmd
 }

@@ -1,9 +1,11 @@
-// Package auth is SWD's token authentication on the gRPC port. One shared
-// token (swd --control-token) guards both services there: Control (status,
-// policy switches, drain, gossip keys) and Transfer (a transfer runs a
-// request on the receiving node's application, so only holders of the token
-// may send one). Servers check it with the interceptors of ServerOptions;
-// clients send it with Bearer, as "authorization: Bearer TOKEN" metadata.
+// Package auth is SWD's authentication on the gRPC port. Operators send
+// the control token (swd --control-token) with Control calls (status,
+// policy switches, drain, gossip keys), with Bearer, as "authorization:
+// Bearer TOKEN" metadata. Nodes never send the token to each other: their
+// calls (transfers, which run a request on the receiver's application, and
+// the fan-out of cluster-wide Control calls) carry a node MAC under a key
+// derived from the cluster's transfer secret or token (NodeCreds, see
+// node.go). Servers check both with the interceptors of ServerOptions.
 // mTLS and the transfer server's membership check guard transfers further.
 //
 // Concurrency: everything here is immutable once built and safe for
@@ -15,6 +17,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -27,12 +30,11 @@ import (
 // header is the metadata key the token travels in.
 const header = "authorization"
 
-// guarded are the method prefixes the token guards: every Control and
-// Transfer call.
-var guarded = []string{
-	"/" + swdv1.Control_ServiceDesc.ServiceName + "/",
-	"/" + swdv1.Transfer_ServiceDesc.ServiceName + "/",
-}
+// The guarded services: every Control and Transfer call.
+var (
+	controlPrefix  = "/" + swdv1.Control_ServiceDesc.ServiceName + "/"
+	transferPrefix = "/" + swdv1.Transfer_ServiceDesc.ServiceName + "/"
+)
 
 // ValidateToken reports whether token can be sent as metadata: a token
 // with whitespace could never match what a client sends.
@@ -43,19 +45,36 @@ func ValidateToken(token string) error {
 	return nil
 }
 
+// ServerAuth is what a gRPC server checks.
+type ServerAuth struct {
+	// Token is the control token operators send (Control calls).
+	Token string
+	// NodeKey authenticates other nodes (Transfer and Control calls; see
+	// NodeCreds). With a node key, Transfer calls need a node MAC; without
+	// one, the token guards them as it guards Control.
+	NodeKey NodeKey
+	// Authorities are this server's own addresses (host:port), the only
+	// :authority a node MAC is accepted for; empty accepts any.
+	Authorities []string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
 // ServerOptions returns the interceptors that refuse every guarded call
-// (unary and streaming) without the token, with Unauthenticated. An empty
-// token allows everything (loopback only; swd refuses it beyond).
-func ServerOptions(token string) []grpc.ServerOption {
+// (unary and streaming) that is not authenticated, with Unauthenticated:
+// a Control call needs the token or a node MAC, a Transfer call a node MAC
+// (or the token when there is no node key). With neither a token nor a
+// node key everything is allowed (loopback only; swd refuses it beyond).
+func ServerOptions(a ServerAuth) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-			if err := check(ctx, token, info.FullMethod); err != nil {
+			if err := a.check(ctx, info.FullMethod); err != nil {
 				return nil, err
 			}
 			return handler(ctx, req)
 		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-			if err := check(ss.Context(), token, info.FullMethod); err != nil {
+			if err := a.check(ss.Context(), info.FullMethod); err != nil {
 				return err
 			}
 			return handler(srv, ss)
@@ -63,22 +82,31 @@ func ServerOptions(token string) []grpc.ServerOption {
 	}
 }
 
-// check lets a call through when its method is not guarded, no token is
-// configured, or its metadata carries the token (compared in constant time).
-func check(ctx context.Context, token, method string) error {
-	guard := false
-	for _, p := range guarded {
-		guard = guard || strings.HasPrefix(method, p)
-	}
-	if token == "" || !guard {
+// check lets a call through when its method is not guarded, nothing is
+// configured, or the call is authenticated as described at ServerOptions.
+func (a ServerAuth) check(ctx context.Context, method string) error {
+	control, transfer := strings.HasPrefix(method, controlPrefix), strings.HasPrefix(method, transferPrefix)
+	if (!control && !transfer) || (a.Token == "" && a.NodeKey.IsZero()) {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get(header) {
-		got, ok := strings.CutPrefix(v, "Bearer ")
-		if ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
-			return nil
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	if !a.NodeKey.IsZero() && validNodeMAC(md, a.NodeKey, a.Authorities, method, now()) {
+		return nil
+	}
+	if a.Token != "" && (control || a.NodeKey.IsZero()) {
+		for _, v := range md.Get(header) {
+			got, ok := strings.CutPrefix(v, "Bearer ")
+			if ok && subtle.ConstantTimeCompare([]byte(got), []byte(a.Token)) == 1 {
+				return nil
+			}
 		}
+	}
+	if transfer {
+		return status.Error(codes.Unauthenticated, "transfer not authenticated: nodes need the same --transfer-secret (or control token)")
 	}
 	return status.Error(codes.Unauthenticated, "missing or wrong control token: pass --token or set SWD_CONTROL_TOKEN")
 }

@@ -26,7 +26,7 @@ func serve(t *testing.T, token string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s := grpc.NewServer(ServerOptions(token)...)
+	s := grpc.NewServer(ServerOptions(ServerAuth{Token: token})...)
 	swdv1.RegisterControlServer(s, swdv1.UnimplementedControlServer{})
 	swdv1.RegisterTransferServer(s, swdv1.UnimplementedTransferServer{})
 	healthpb.RegisterHealthServer(s, health.NewServer())

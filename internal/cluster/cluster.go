@@ -129,6 +129,7 @@ type Cluster struct {
 
 	onPolicy atomic.Pointer[func(PolicyStamp)]
 	notified atomic.Int64 // highest epoch passed to OnPolicy
+	tooFar   atomic.Int64 // highest epoch beyond MaxEpochLead passed to OnPolicy
 	cursor   atomic.Uint64
 	st       counters
 
@@ -583,14 +584,27 @@ func (c *Cluster) offer(r *ring, w *wireEntry, now time.Time) {
 	}
 }
 
+// MaxEpochLead is how far ahead of a node's clock a policy epoch
+// (wall-clock milliseconds) may be; one further ahead was made up (a rogue
+// member) and is refused by the daemon.
+const MaxEpochLead = 10 * time.Minute
+
 // maybeNotify calls the OnPolicy callback for an epoch higher than the local
-// one and than any epoch notified before.
+// one and than any epoch notified before. An epoch more than MaxEpochLead
+// ahead of the clock is passed on once (so it is logged) but does not count
+// as notified, so it cannot hide the honest epochs that follow it.
 func (c *Cluster) maybeNotify(p PolicyStamp) {
 	fn := c.onPolicy.Load()
 	if fn == nil {
 		return
 	}
 	if c.local != nil && p.Epoch <= c.local.Policy().Epoch {
+		return
+	}
+	if p.Epoch > time.Now().UnixMilli()+MaxEpochLead.Milliseconds() {
+		if prev := c.tooFar.Load(); p.Epoch > prev && c.tooFar.CompareAndSwap(prev, p.Epoch) {
+			(*fn)(p)
+		}
 		return
 	}
 	for {

@@ -301,7 +301,9 @@ func fanout[R any](ctx context.Context, s *Service, call func(ctx context.Contex
 			}
 			cctx, cancel := context.WithTimeout(ctx, s.cfg.FanoutTimeout)
 			defer cancel()
-			results[i] = call(auth.OutgoingContext(cctx, s.cfg.Token), t, cl, err)
+			// The token never leaves the node: the Dialer's connections
+			// authenticate as a node (auth.NodeCreds).
+			results[i] = call(cctx, t, cl, err)
 		}()
 	}
 	wg.Wait()

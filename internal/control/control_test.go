@@ -220,10 +220,14 @@ func TestGossipKeysLocal(t *testing.T) {
 
 // dialer connects to members over real loopback sockets (no token of its
 // own: the service adds the cluster's to each call).
-type dialer struct{ t *testing.T }
+// dialer dials members as a node with key (auth.NodeCreds).
+type dialer struct {
+	t   *testing.T
+	key auth.NodeKey
+}
 
 func (d dialer) Conn(addr string) (*grpc.ClientConn, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), auth.NodeCreds{Key: d.key}.DialOption())
 	if err == nil {
 		d.t.Cleanup(func() { _ = cc.Close() })
 	}
@@ -240,7 +244,7 @@ func TestClusterWideSwitch(t *testing.T) {
 		f.name = name
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
-		gs := grpc.NewServer(auth.ServerOptions(token)...)
+		gs := grpc.NewServer(auth.ServerOptions(auth.ServerAuth{Token: token, NodeKey: auth.DeriveNodeKey(token)})...)
 		swdv1.RegisterControlServer(gs, newService(t, f, noDialer{}, token))
 		go func() { _ = gs.Serve(ln) }()
 		t.Cleanup(gs.Stop)
@@ -264,7 +268,7 @@ func TestClusterWideSwitch(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	resp, err := newService(t, a, dialer{t}, token).SetPolicy(ctx, &swdv1.SetPolicyRequest{Name: "ll", Cluster: true})
+	resp, err := newService(t, a, dialer{t, auth.DeriveNodeKey(token)}, token).SetPolicy(ctx, &swdv1.SetPolicyRequest{Name: "ll", Cluster: true})
 	require.NoError(t, err)
 	var names []string
 	for _, r := range resp.GetResults() {
@@ -281,8 +285,8 @@ func TestClusterWideSwitch(t *testing.T) {
 		assert.Equal(t, cluster.PolicyStamp{Name: "ll", Epoch: 6, ActivationInterval: 40 * time.Millisecond}, f.Policy(), f.name)
 	}
 
-	// Without the cluster's token the others refuse, and nothing changes there.
-	resp, err = newService(t, a, dialer{t}, "not-the-token").SetPolicy(ctx, &swdv1.SetPolicyRequest{Name: "nu", Cluster: true})
+	// Without the cluster's key the others refuse, and nothing changes there.
+	resp, err = newService(t, a, dialer{t, auth.DeriveNodeKey("not-the-token")}, "not-the-token").SetPolicy(ctx, &swdv1.SetPolicyRequest{Name: "nu", Cluster: true})
 	require.NoError(t, err)
 	for _, r := range resp.GetResults()[1:3] {
 		assert.False(t, r.GetOk(), r.GetNode())

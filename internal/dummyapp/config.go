@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/swd-project/swd/internal/config"
@@ -47,6 +48,14 @@ type Config struct {
 	// QueueLimit is the most /work requests waiting for a worker when
 	// Concurrency > 0; beyond it the app answers 503 at once.
 	QueueLimit int
+	// CacheSize turns cache mode on: an LRU of this many keys, the key
+	// being header CacheHeader of a /work request (0: off).
+	CacheSize int
+	// CacheHeader is the header carrying a request's key in cache mode.
+	CacheHeader string
+	// MissMs is the service time a request whose key is not cached pays on
+	// top of its ms (loading the key's object), in ms.
+	MissMs float64
 	// Calibration is how long busy mode measures its loop at start.
 	Calibration time.Duration
 	// ShutdownTimeout bounds the graceful shutdown: requests still running
@@ -67,6 +76,7 @@ func DefaultConfig() Config {
 		MaxMs:           60000,
 		Concurrency:     0,
 		QueueLimit:      10000,
+		CacheHeader:     "X-User",
 		Calibration:     300 * time.Millisecond,
 		ShutdownTimeout: 10 * time.Second,
 		LogLevel:        "info",
@@ -102,6 +112,15 @@ func (c Config) Validate() error {
 	}
 	if c.QueueLimit < 1 {
 		bad("queue-limit %d: want at least 1", c.QueueLimit)
+	}
+	if c.CacheSize < 0 {
+		bad("cache-size %d: want 0 (off) or more keys", c.CacheSize)
+	}
+	if math.IsNaN(c.MissMs) || math.IsInf(c.MissMs, 0) || c.MissMs < 0 || c.MissMs > c.MaxMs {
+		bad("miss-ms %v: want a number between 0 and max-ms", c.MissMs)
+	}
+	if c.CacheSize > 0 && (c.CacheHeader == "" || strings.ContainsAny(c.CacheHeader, " \t\r\n:")) {
+		bad("cache-header %q: want a header name", c.CacheHeader)
 	}
 	if c.Mode == ModeBusy && c.Calibration < 10*time.Millisecond {
 		bad("calibration %v: want at least 10ms", c.Calibration)

@@ -7,10 +7,18 @@
 // requests they send a server (HAProxy without maxconn, nginx, Caddy) then
 // meet the same capacity as swd does with m.
 //
+// Cache mode (Config.CacheSize > 0) keeps an LRU of the keys /work
+// requests carry in header Config.CacheHeader: a request whose key is not
+// cached spends Config.MissMs more (loading it) and puts it in; /stats
+// counts hits and misses. It stands in for an application that keeps
+// per-user objects in a bounded cache (paper 000; docs/affinity.md).
+//
 // Endpoints:
 //
-//	ANY  /work?ms=37.5  spend 37.5 ms; 200 with X-Service-Ms (actual) and
-//	                    X-Served-By; 400 for a missing or bad ms; 503 when
+//	ANY  /work?ms=37.5  spend 37.5 ms (plus MissMs on a cache miss); 200
+//	                    with X-Service-Ms (actual), X-Served-By and, for a
+//	                    keyed request in cache mode, X-Cache: hit|miss;
+//	                    400 for a missing or bad ms; 503 when
 //	                    Concurrency > 0 and QueueLimit requests already
 //	                    wait. A request body is read and discarded (its
 //	                    size is counted).
@@ -18,7 +26,8 @@
 //	                    requests of different kinds routes of their own
 //	                    (the load generator's mixed workloads)
 //	GET  /stats         JSON Stats
-//	POST /stats/reset   zero served/cancelled/body_bytes, max_in_flight := in_flight
+//	POST /stats/reset   zero served/cancelled/body_bytes/cache_hits/cache_misses,
+//	                    max_in_flight := in_flight
 //	GET  /healthz       200 "ok"
 //
 // Concurrency: an App is safe for concurrent use by any number of requests;
@@ -73,6 +82,13 @@ type Stats struct {
 	Mode Mode `json:"mode"`
 	// Name is the X-Served-By value.
 	Name string `json:"name"`
+	// CacheHits and CacheMisses count cache-mode lookups of keyed /work
+	// requests since start or reset; CacheSize is the capacity in keys and
+	// CacheEntries the keys held now (all 0 when cache mode is off).
+	CacheHits    uint64 `json:"cache_hits,omitempty"`
+	CacheMisses  uint64 `json:"cache_misses,omitempty"`
+	CacheSize    int    `json:"cache_size,omitempty"`
+	CacheEntries int    `json:"cache_entries,omitempty"`
 	// CalibrationItersPerMs is the busy loop's rate (busy mode only).
 	CalibrationItersPerMs float64 `json:"calibration_iters_per_ms,omitempty"`
 }
@@ -102,6 +118,8 @@ type App struct {
 	maxInFlight atomic.Int64
 	waiting     atomic.Int64
 	serving     atomic.Bool
+	// cache is cache mode's LRU (nil: off).
+	cache *cache
 }
 
 // New validates cfg and returns an App. In busy mode it first calibrates
@@ -120,6 +138,9 @@ func New(cfg Config, logger *slog.Logger) (*App, error) {
 	a := &App{cfg: cfg, log: logger}
 	if cfg.Concurrency > 0 {
 		a.workers = semaphore.NewWeighted(int64(cfg.Concurrency))
+	}
+	if cfg.CacheSize > 0 {
+		a.cache = newCache(cfg.CacheSize, cfg.CacheHeader)
 	}
 	if cfg.Mode == ModeBusy {
 		a.itersPerMs = Calibrate(cfg.Calibration)
@@ -152,7 +173,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Stats returns a snapshot of the counters.
 func (a *App) Stats() Stats {
-	return Stats{
+	st := Stats{
 		Served:                a.served.Load(),
 		InFlight:              a.inFlight.Load(),
 		MaxInFlight:           a.maxInFlight.Load(),
@@ -163,15 +184,25 @@ func (a *App) Stats() Stats {
 		Name:                  a.cfg.Name,
 		CalibrationItersPerMs: a.itersPerMs,
 	}
+	if a.cache != nil {
+		st.CacheHits, st.CacheMisses = a.cache.hits.Load(), a.cache.misses.Load()
+		st.CacheSize, st.CacheEntries = a.cfg.CacheSize, a.cache.len()
+	}
+	return st
 }
 
-// ResetStats zeroes served, cancelled and body_bytes and sets max_in_flight
-// to the current in_flight (requests still running stay counted there).
+// ResetStats zeroes served, cancelled, body_bytes and the cache's hits and
+// misses (not its contents), and sets max_in_flight to the current
+// in_flight (requests still running stay counted there).
 func (a *App) ResetStats() {
 	a.served.Store(0)
 	a.cancelled.Store(0)
 	a.bodyBytes.Store(0)
 	a.maxInFlight.Store(a.inFlight.Load())
+	if a.cache != nil {
+		a.cache.hits.Store(0)
+		a.cache.misses.Store(0)
+	}
 }
 
 // ParseMs parses the ms parameter of /work: a finite decimal number in
@@ -224,12 +255,23 @@ func (a *App) handleWork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	spend := ms
+	if a.cache != nil {
+		if key, hit := a.cache.access(r); key != "" {
+			if hit {
+				w.Header().Set(HeaderCache, "hit")
+			} else {
+				w.Header().Set(HeaderCache, "miss")
+				spend += a.cfg.MissMs
+			}
+		}
+	}
 	ctx := r.Context()
 	start := time.Now()
 	if a.cfg.Mode == ModeBusy {
-		err = burn(ctx, ms, a.itersPerMs)
+		err = burn(ctx, spend, a.itersPerMs)
 	} else {
-		err = hold(ctx, ms)
+		err = hold(ctx, spend)
 	}
 	// rounded up to the microsecond, so it is never below the requested ms
 	spent := math.Ceil(float64(time.Since(start))/float64(time.Microsecond)) / 1000

@@ -17,6 +17,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,6 +63,11 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// SwdArgs are extra flags for every swd (nodes and dispatcher).
 	SwdArgs []string
+	// NodeArgs are extra flags for every node's swd, not the dispatcher's
+	// (e.g. --affinity, which a dispatcher refuses).
+	NodeArgs []string
+	// AppArgs are extra flags for every dummyapp (e.g. cache mode).
+	AppArgs []string
 	// NamePrefix names nodes PREFIX-0, PREFIX-1, ... (default "node").
 	NamePrefix string
 	// ControlToken, if set, is every swd's --control-token; the launcher
@@ -202,6 +209,7 @@ func (c *Cluster) launch() error {
 		if c.cfg.AppConcurrency > 0 {
 			appArgs = append(appArgs, "--concurrency", strconv.Itoa(c.cfg.AppConcurrency))
 		}
+		appArgs = append(appArgs, c.cfg.AppArgs...)
 		if err := c.start("app-"+strconv.Itoa(i), "dummyapp", appArgs...); err != nil {
 			return err
 		}
@@ -215,6 +223,7 @@ func (c *Cluster) launch() error {
 		}
 		args = append(args, c.tokenArgs()...)
 		args = append(args, c.cfg.SwdArgs...)
+		args = append(args, c.cfg.NodeArgs...)
 		if err := c.start(name, "swd", args...); err != nil {
 			return err
 		}
@@ -304,6 +313,16 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		want++
 		all = append(all, *c.Info.Dispatcher)
 	}
+	// The apps first: a node that gossips its load before its app listens
+	// would answer the first requests with 502.
+	for _, ni := range c.Info.Nodes {
+		if ni.App == "" {
+			continue
+		}
+		if err := waitHTTP(ctx, "http://"+ni.App+"/healthz", c.exited); err != nil {
+			return fmt.Errorf("app of %s not ready: %w", ni.Name, err)
+		}
+	}
 	for _, ni := range all {
 		if err := waitStatus(ctx, ni.GRPC, c.cfg.ControlToken, c.exited, func(s *swdv1.StatusResponse) bool {
 			known := 0
@@ -334,6 +353,36 @@ func (c *Cluster) exited() string {
 		}
 	}
 	return ""
+}
+
+// waitHTTP polls url until it answers 200, ctx ends or a child exits.
+func waitHTTP(ctx context.Context, url string, exited func() string) error {
+	cl := &http.Client{Timeout: time.Second}
+	var last error
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := cl.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		last = err
+		if dead := exited(); dead != "" {
+			return fmt.Errorf("%s exited", dead)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func waitStatus(ctx context.Context, addr, token string, exited func() string, ok func(*swdv1.StatusResponse) bool) error {

@@ -50,6 +50,8 @@ var golden = map[string]family{
 	"swd_gossip_view_age_seconds":   {dto.MetricType_GAUGE, []string{"peer"}},
 	"swd_node_info":                 {dto.MetricType_GAUGE, []string{"node", "role", "version"}},
 	"swd_concurrency":               {dto.MetricType_GAUGE, nil},
+	"swd_affinity_placements_total": {dto.MetricType_COUNTER, []string{"placement"}},
+	"swd_cohort_picks_total":        {dto.MetricType_COUNTER, []string{"class"}},
 	"swd_request_body_bytes":        {dto.MetricType_HISTOGRAM, []string{"edge"}},
 	"swd_response_body_bytes":       {dto.MetricType_HISTOGRAM, []string{"edge"}},
 	"swd_transfer_bytes_total":      {dto.MetricType_COUNTER, []string{"body", "direction", "peer"}},
@@ -108,8 +110,10 @@ var boundedValues = map[string]map[string][]string{
 		"peer":      {"<node>"},
 		"body":      strs(metrics.BodyKinds...),
 	},
-	"swd_transfer_handoff_seconds": {"size": strs(metrics.SizeClasses...)},
-	"swd_route_cost_seconds":       {"route": {"<route>"}},
+	"swd_transfer_handoff_seconds":  {"size": strs(metrics.SizeClasses...)},
+	"swd_affinity_placements_total": {"placement": strs(metrics.Placements...)},
+	"swd_cohort_picks_total":        {"class": metrics.CohortClasses},
+	"swd_route_cost_seconds":        {"route": {"<route>"}},
 }
 
 // strs lists label values of one of the label types as strings.
@@ -136,7 +140,9 @@ func exercised(t *testing.T) *metrics.Metrics {
 		GossipDropped: func() map[string]float64 {
 			return map[string]float64{"malformed": 1, "foreign": 0}
 		},
+		CohortPicks: func() map[string]float64 { return map[string]float64{"cached": 3, "uncached": 1} },
 	})
+	m.Placed(metrics.PlacementSpilled)
 	m.SetNodeInfo("node-0", "node", "test")
 	m.ObserveRequest(metrics.OutcomeLocal, 12*time.Millisecond)
 	m.ObserveRequest(metrics.OutcomeRemote, 30*time.Millisecond)

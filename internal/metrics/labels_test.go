@@ -28,6 +28,7 @@ var labelTypes = map[string]string{
 	"Direction":       "swd_transfers_total/direction",
 	"TransferOutcome": "swd_transfers_total/outcome",
 	"Reason":          "swd_rejections_total/reason",
+	"Placement":       "swd_affinity_placements_total/placement",
 	"Edge":            "swd_request_body_bytes/edge",
 	"Body":            "swd_transfer_bytes_total/body",
 	"SizeClass":       "swd_transfer_handoff_seconds/size",
@@ -59,7 +60,7 @@ var reviewedArgs = map[string][][]string{
 // to WithLabelValues: its typed parameters as strings, its own constants,
 // and the reviewed free strings above.
 var reviewedInside = []string{
-	"string(o)", "string(r)", "string(DirOut)", "string(DirIn)", "string(TransferRefused)",
+	"string(o)", "string(r)", "string(p)", "string(DirOut)", "string(DirIn)", "string(TransferRefused)",
 	"peer", "unknownPeer", "node", "role", "version", "name", "strconv.FormatInt(epoch, 10)",
 	"string(e)", "string(d)", "string(c)", "string(b)", "p", "string(BodyRequest)", "string(BodyResponse)",
 	"string(ClassOf(bodyBytes))",
@@ -193,6 +194,7 @@ func TestLabelConstantsListed(t *testing.T) {
 		"Direction":       strs(metrics.DirOut, metrics.DirIn),
 		"TransferOutcome": strs(metrics.TransferOutcomes...),
 		"Reason":          metrics.RejectionReasons,
+		"Placement":       strs(metrics.Placements...),
 		"Edge":            strs(metrics.Edges...),
 		"Body":            strs(metrics.BodyKinds...),
 		"SizeClass":       strs(metrics.SizeClasses...),

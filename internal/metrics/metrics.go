@@ -128,6 +128,8 @@ type Live struct {
 	RouteCosts func() map[string]float64
 	// Work is the node's predicted work in seconds (internal/cost).
 	Work func() float64
+	// CohortPicks returns the cohort order's grants by class (nil: off).
+	CohortPicks func() map[string]float64
 }
 
 // Metrics holds the daemon's registry and its metric families, which are
@@ -144,6 +146,7 @@ type Metrics struct {
 	policyInfo       *prometheus.GaugeVec
 	rejections       *prometheus.CounterVec
 	nodeInfo         *prometheus.GaugeVec
+	placements       *prometheus.CounterVec
 	flow             *flowFamilies
 }
 
@@ -188,6 +191,7 @@ func New(live Live) *Metrics {
 			Name: "swd_rejections_total",
 			Help: "Requests answered with an error before reaching the app, by reason.",
 		}, []string{labelReason}),
+		placements: newPlacements(),
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		if f == nil {
@@ -206,6 +210,7 @@ func New(live Live) *Metrics {
 		&ageCollector{f: live.ViewAges},
 		gauge("swd_work_seconds", "Predicted work this node holds: its waiting requests' learnt costs plus the predicted rest of those in service (the work load index).", live.Work),
 		&routeCostCollector{f: live.RouteCosts},
+		m.placements, &cohortCollector{f: live.CohortPicks},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -41,7 +41,7 @@ func TestDerived(t *testing.T) {
 			assert.Same(t, log, d.Dispatcher.Logger)
 			assert.Same(t, log, d.Cluster.Logger)
 			assert.Equal(t, d.GRPCMaxMessageSize, d.Transfer.MaxMessageSize)
-			assert.Equal(t, auth.Bearer{}, d.Transfer.Auth, "no token: no credentials")
+			assert.Equal(t, auth.NodeCreds{}, d.Transfer.Auth, "no token: no credentials")
 		}, ""},
 		// --max-hops 0 turns transfers off, but the server still takes the
 		// one hop of a dispatcher's forward.
@@ -56,20 +56,25 @@ func TestDerived(t *testing.T) {
 		{"message size", func(c *Config) { c.GRPCMaxMessageSize = 8 << 20 }, func(t *testing.T, d Config) {
 			assert.Equal(t, 8<<20, d.Transfer.MaxMessageSize)
 		}, ""},
-		// With a token, transfers carry it...
+		// With a token, transfers carry MACs under a key derived from it
+		// (never the token itself)...
 		{"token", func(c *Config) { c.Control.Token = "secret" }, func(t *testing.T, d Config) {
-			assert.Equal(t, auth.Bearer{Token: "secret"}, d.Transfer.Auth)
+			assert.Equal(t, auth.NodeCreds{Key: auth.DeriveNodeKey("secret")}, d.Transfer.Auth)
+		}, ""},
+		// ...or from the transfer secret when there is one...
+		{"transfer secret", func(c *Config) { c.Control.Token, c.TransferSecret = "secret", "cluster" }, func(t *testing.T, d Config) {
+			assert.Equal(t, auth.NodeCreds{Key: auth.DeriveNodeKey("cluster")}, d.Transfer.Auth)
 		}, ""},
 		// ...and over TLS only over TLS.
 		{"token over TLS", func(c *Config) {
 			c.Control.Token = "secret"
 			c.ServerCreds = insecure.NewCredentials() // stands for mTLS here
 		}, func(t *testing.T, d Config) {
-			assert.Equal(t, auth.Bearer{Token: "secret", Secure: true}, d.Transfer.Auth)
+			assert.Equal(t, auth.NodeCreds{Key: auth.DeriveNodeKey("secret"), Secure: true}, d.Transfer.Auth)
 		}, ""},
-		{"other token in the client", func(c *Config) {
+		{"other key in the client", func(c *Config) {
 			c.Control.Token = "secret"
-			c.Transfer.Auth = auth.Bearer{Token: "other"}
+			c.Transfer.Auth = auth.NodeCreds{Key: auth.DeriveNodeKey("other")}
 		}, nil, "Transfer.Auth"},
 		// A part set to the same value as derived is no conflict.
 		{"same name in a part", func(c *Config) { c.Proxy.NodeName = "node-a" }, nil, ""},
@@ -108,7 +113,7 @@ func TestDerivedLeavesCallerAlone(t *testing.T) {
 	_, err := c.Derived()
 	require.NoError(t, err)
 	assert.Empty(t, c.Proxy.NodeName)
-	assert.Equal(t, auth.Bearer{}, c.Transfer.Auth)
+	assert.Equal(t, auth.NodeCreds{}, c.Transfer.Auth)
 }
 
 // TestRoleValidatedWhole: each role's parts are validated, and only the

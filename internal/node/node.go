@@ -26,8 +26,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/swd-project/swd/internal/affinity"
 	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/cluster"
+	"github.com/swd-project/swd/internal/cohort"
 	"github.com/swd-project/swd/internal/control"
 	"github.com/swd-project/swd/internal/cost"
 	"github.com/swd-project/swd/internal/flow"
@@ -62,8 +64,9 @@ var Version = "dev"
 //     is the same);
 //   - Proxy.MaxHops: TransferServer.MaxHops, at least 1 (a dispatcher's
 //     forward arrives with one hop, even on nodes that never transfer);
-//   - Control.Token: Transfer.Auth (transfers carry the cluster's token;
-//     over TLS, only over TLS).
+//   - TransferSecret, else Control.Token: Transfer.Auth (the node key
+//     transfers and fanned-out control calls are authenticated with; the
+//     token itself never leaves the node; over TLS, only over TLS).
 //
 // Cluster.GRPCAddr, if empty, is the bound gRPC address, set by Start.
 type Config struct {
@@ -80,6 +83,13 @@ type Config struct {
 	Transfer       transfer.ClientConfig
 	TransferServer transfer.ServerConfig
 	Control        control.Config
+	// TransferSecret is the cluster secret nodes authenticate each other's
+	// calls with (a key derived from it); empty means the control token's.
+	TransferSecret string
+	// Affinity routes keyed requests to their home node; Cohort orders the
+	// queue by the app's cache (docs/affinity.md). Nodes only.
+	Affinity affinity.Config
+	Cohort   cohort.Config
 
 	// Policy is the initial policy; ActivationInterval how often a
 	// transfer policy runs.
@@ -94,7 +104,8 @@ type Config struct {
 	Pprof bool
 	// ServerCreds, if set, secure the gRPC port (mTLS).
 	ServerCreds credentials.TransportCredentials
-	// Insecure allows a plaintext gRPC port beyond loopback.
+	// Insecure allows a plaintext gRPC port, and gossip without a key,
+	// beyond loopback.
 	Insecure bool
 	// HTTP limits for the client listener.
 	MaxHeaderBytes       int
@@ -138,6 +149,8 @@ func DefaultConfig() Config {
 		Transfer:             tc,
 		TransferServer:       ts,
 		Control:              control.DefaultConfig(),
+		Affinity:             affinity.DefaultConfig(),
+		Cohort:               cohort.DefaultConfig(),
 		Policy:               "nu",
 		ActivationInterval:   40 * time.Millisecond,
 		DrainTimeout:         30 * time.Second,
@@ -145,7 +158,7 @@ func DefaultConfig() Config {
 		MaxHeaderBytes:       1 << 20,
 		ReadHeaderTimeout:    10 * time.Second,
 		IdleTimeout:          120 * time.Second,
-		MaxConcurrentStreams: 250,
+		MaxConcurrentStreams: 100,
 		GRPCMaxMessageSize:   4 << 20,
 		LoadIndex:            policy.IndexCount.String(),
 		Cost:                 cost.DefaultConfig(),
@@ -168,7 +181,7 @@ func (c Config) Derived() (Config, error) {
 	derive(&errs, "Cluster.Logger", &c.Cluster.Logger, c.Logger)
 	derive(&errs, "Transfer.MaxMessageSize", &c.Transfer.MaxMessageSize, c.GRPCMaxMessageSize)
 	derive(&errs, "TransferServer.MaxHops", &c.TransferServer.MaxHops, max(c.Proxy.MaxHops, 1))
-	derive(&errs, "Transfer.Auth", &c.Transfer.Auth, auth.Bearer{Token: c.Control.Token, Secure: c.ServerCreds != nil})
+	derive(&errs, "Transfer.Auth", &c.Transfer.Auth, auth.NodeCreds{Key: c.nodeKey(), Secure: c.ServerCreds != nil})
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -224,11 +237,18 @@ func (c Config) validate() error {
 	if c.DrainTimeout < 0 {
 		return fmt.Errorf("--drain-timeout must not be negative, got %s", c.DrainTimeout)
 	}
+	if err := c.validateDefences(); err != nil {
+		return err
+	}
 	if c.ServerCreds == nil && !c.Insecure && !IsLoopback(c.GRPC) {
 		return fmt.Errorf("--grpc %s is beyond loopback without TLS: give --tls-cert/--tls-key/--tls-ca, or --insecure to accept plaintext", c.GRPC)
 	}
 	if err := c.validateCosts(); err != nil {
 		return err
+	}
+	if len(c.Cluster.GossipKey) == 0 && !c.Insecure && !IsLoopback(c.Cluster.GossipAddr) {
+		return fmt.Errorf("--gossip %s is beyond loopback without --gossip-key: anyone who reaches it could join the cluster; "+
+			"give --gossip-key (or SWD_GOSSIP_KEY), or --insecure to accept unauthenticated gossip", c.Cluster.GossipAddr)
 	}
 	var parts []interface{ Validate() error }
 	if c.Role == cluster.RoleNode {
@@ -240,6 +260,9 @@ func (c Config) validate() error {
 		if err := p.Validate(); err != nil {
 			return err
 		}
+	}
+	if err := c.validateAffinity(); err != nil {
+		return err
 	}
 	if c.GRPCMaxMessageSize < 64<<10 {
 		return fmt.Errorf("--grpc-max-message must be at least 64 KiB, got %d", c.GRPCMaxMessageSize)
@@ -286,6 +309,9 @@ type Node struct {
 	ctl  *control.Service
 	hlth *peerHealth
 	cost *costState // nil for a dispatcher
+	// router and cohort are set with --affinity and --cohort.
+	router *router
+	cohort *cohort.Scheduler
 	// flows is the node's flow history (flows.go).
 	flows *flow.Sampler
 
@@ -331,8 +357,14 @@ func New(cfg Config) (*Node, error) {
 		stopRun:  make(chan struct{}),
 		runDone:  make(chan struct{}),
 		serveErr: make(chan error, 3),
-		hlth:     newPeerHealth(time.Now),
 	}
+	n.hlth = newPeerHealth(time.Now, func() int {
+		if n.cl == nil {
+			return 0
+		}
+		return n.cl.Members() - 1
+	})
+	n.readiness = newReadiness(n)
 	if n.flows, err = flow.NewSampler(flow.DefaultConfig()); err != nil {
 		return nil, err
 	}
@@ -340,7 +372,11 @@ func New(cfg Config) (*Node, error) {
 	n.pol.Store(&policyState{p: p, activation: cfg.ActivationInterval})
 
 	if cfg.Role == cluster.RoleNode {
-		q, err := queue.New(cfg.Queue)
+		qc := cfg.Queue
+		if err := n.installAffinity(&qc); err != nil {
+			return nil, err
+		}
+		q, err := queue.New(qc)
 		if err != nil {
 			return nil, err
 		}
@@ -369,6 +405,7 @@ func New(cfg Config) (*Node, error) {
 			st := n.cl.Stats()
 			return map[string]float64{"malformed": float64(st.DroppedMalformed), "foreign": float64(st.DroppedForeign)}
 		},
+		CohortPicks: n.cohortPicks,
 	})
 	n.m.SetPolicy(p.Name, 0)
 	n.m.SetNodeInfo(cfg.NodeName, cfg.Role, Version)
@@ -425,8 +462,13 @@ func (n *Node) Policy() cluster.PolicyStamp {
 }
 
 // Extras implements cluster.LocalState: what the node gossips beyond its
-// load and policy (work.go).
-func (n *Node) Extras() cluster.Extras { return n.extras() }
+// load and policy: the work load index (work.go) and whether the app is
+// ready (health.go).
+func (n *Node) Extras() cluster.Extras {
+	x := n.extras()
+	x.Unavailable = n.q != nil && !n.readiness.ready()
+	return x
+}
 
 // The cluster layer reads the node's load and policy directly.
 var _ cluster.LocalState = (*Node)(nil)
@@ -474,12 +516,19 @@ func (n *Node) Start() error {
 		grpc.MaxRecvMsgSize(n.cfg.GRPCMaxMessageSize),
 		grpc.MaxSendMsgSize(n.cfg.GRPCMaxMessageSize),
 	}
-	opts = append(opts, auth.ServerOptions(n.cfg.Control.Token)...)
+	opts = append(opts, auth.ServerOptions(auth.ServerAuth{
+		Token:       n.cfg.Control.Token,
+		NodeKey:     n.cfg.nodeKey(),
+		Authorities: []string{n.cfg.GRPC, n.grpcLn.Addr().String(), ccfg.GRPCAddr},
+	})...)
 	opts = append(opts, transfer.ServerKeepalive()...)
 	if n.cfg.ServerCreds != nil {
 		opts = append(opts, grpc.Creds(n.cfg.ServerCreds))
 	} else if !IsLoopback(n.cfg.GRPC) {
 		n.log.Warn("gRPC port is plaintext beyond loopback (--insecure): transfers and control are unencrypted", "grpc", n.cfg.GRPC)
+	}
+	if len(n.cfg.Cluster.GossipKey) == 0 && !IsLoopback(n.cfg.Cluster.GossipAddr) {
+		n.log.Warn("gossip is unauthenticated beyond loopback (--insecure): anyone who reaches it can join the cluster", "gossip", n.cfg.Cluster.GossipAddr)
 	}
 	if n.cfg.Control.Token == "" {
 		if IsLoopback(n.cfg.GRPC) {
@@ -504,6 +553,10 @@ func (n *Node) Start() error {
 		n.h.OnTransfer(n.hlth.record)
 		n.h.SetBacklog(n.clusterBacklog)
 		n.h.SetCosts(n.cost.routes, n.cost.table, n.cost.ledger)
+		n.h.SetAppReadiness(n.readiness.ready, n.readiness.markDown)
+		if n.router != nil {
+			n.h.SetRouter(n.router)
+		}
 		ts, err := transfer.NewServer(n.cfg.TransferServer, n.h, n)
 		if err != nil {
 			n.stopAll()
@@ -521,7 +574,9 @@ func (n *Node) Start() error {
 		handler = n.disp
 	}
 
-	n.readiness = newReadiness(n)
+	if n.cfg.Role == cluster.RoleNode {
+		go n.readiness.run(n.stopRun)
+	}
 	n.httpSrv = n.newHTTPServer(handler)
 	n.adminSrv = &http.Server{Handler: n.adminMux(), ReadHeaderTimeout: 5 * time.Second}
 
@@ -646,7 +701,8 @@ func (n *Node) GRPCAddr(name string) (string, bool) {
 func (n *Node) IsMember(name string) bool { return n.cl != nil && n.cl.IsMember(name) }
 
 // backends lists the nodes a dispatcher may send to, in ring order: every
-// alive ring member that is not ejected for failing transfers. A dispatcher
+// alive ring member that is not ejected for failing transfers and whose app
+// is ready (by gossip). A dispatcher
 // keeps exact counts itself, so a node whose load gossip is late (a busy
 // machine) is still a backend; memberlist's failure detection and the
 // peer-health ejection take dead ones out.
@@ -654,7 +710,7 @@ func (n *Node) backends() []proxy.Backend {
 	peers := n.cl.Peers()
 	out := make([]proxy.Backend, 0, len(peers))
 	for _, p := range peers {
-		if p.RingID < 0 || p.GRPCAddr == "" || !n.hlth.healthy(p.Name) {
+		if p.RingID < 0 || p.GRPCAddr == "" || !n.hlth.healthy(p.Name) || p.Unavailable {
 			continue
 		}
 		out = append(out, proxy.Backend{Name: p.Name, GRPCAddr: p.GRPCAddr})
@@ -710,6 +766,10 @@ func (n *Node) ApplyPolicy(name string, epoch int64, activation time.Duration) (
 	if activation <= 0 {
 		activation = n.pol.Load().activation
 	}
+	if now := time.Now().UnixMilli(); epoch > now+cluster.MaxEpochLead.Milliseconds() {
+		return n.Policy(), fmt.Errorf("policy epoch %d (%s) is more than %s ahead of this node's clock (%d): ignored",
+			epoch, name, cluster.MaxEpochLead, now)
+	}
 	for {
 		cur := n.pol.Load()
 		if epoch < cur.epoch || (epoch == cur.epoch && name != cur.p.Name) {
@@ -742,15 +802,23 @@ func (n *Node) bumpEpoch(e int64) {
 }
 
 // NextEpoch implements control.PolicyHolder: wall-clock milliseconds, but always
-// above every epoch this node has seen (its own and gossiped ones).
+// above every epoch this node has seen (its own and gossiped ones), except
+// gossiped epochs more than cluster.MaxEpochLead ahead of its clock, which
+// it ignores: so an operator's switch always wins over them. Epochs are
+// wall-clock milliseconds, so an honest one is ahead only by the clock
+// difference between nodes (and a millisecond per switch made faster than
+// one a millisecond); one further ahead was made up.
 func (n *Node) NextEpoch() int64 {
+	now := time.Now().UnixMilli()
 	seen := n.maxEpoch.Load()
 	if n.cl != nil {
 		for _, p := range n.cl.Peers() {
-			seen = max(seen, p.Policy.Epoch)
+			if p.Policy.Epoch <= now+cluster.MaxEpochLead.Milliseconds() {
+				seen = max(seen, p.Policy.Epoch)
+			}
 		}
 	}
-	return max(time.Now().UnixMilli(), seen+1)
+	return max(now, seen+1)
 }
 
 // Name implements control.Local.

@@ -71,7 +71,9 @@ func (n *Node) tick() {
 	if v.Self < 0 {
 		return
 	}
-	if n.draining.Load() {
+	if n.draining.Load() || !n.readiness.ready() {
+		// Draining, or the app is not ready: waiting requests go to
+		// peers whose apps are.
 		n.drainHandOff(v)
 		return
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func TestOnlySamePolicy(t *testing.T) {
 
 func TestPeerHealth(t *testing.T) {
 	now := time.Unix(1000, 0)
-	h := newPeerHealth(func() time.Time { return now })
+	h := newPeerHealth(func() time.Time { return now }, func() int { return 2 })
 	fail := errors.New("connection reset")
 	// Refusals and client-gone errors never count against a peer.
 	for i := 0; i < 10; i++ {
@@ -102,6 +103,44 @@ func TestPeerHealth(t *testing.T) {
 	h.record("q", fail)
 	now = now.Add(30*time.Second + time.Millisecond)
 	assert.True(t, h.healthy("q"))
+}
+
+// A peer whose app answers 5xx is ejected after five in a row, like
+// Envoy's consecutive-5xx outlier detection; a good answer forgets them;
+// at most half the peers (at least one) are ejected at once. Issue 17,
+// item 2.
+func TestPeerHealthOutliers(t *testing.T) {
+	now := time.Unix(1000, 0)
+	peers := 3
+	h := newPeerHealth(func() time.Time { return now }, func() int { return peers })
+	fivexx := fmt.Errorf("%w: 502", swderr.ErrPeer5xx)
+	for range 4 {
+		h.record("dead", fivexx)
+	}
+	assert.True(t, h.healthy("dead"), "four 5xx do not eject")
+	h.record("dead", nil)
+	for range 4 {
+		h.record("dead", fivexx)
+	}
+	assert.True(t, h.healthy("dead"), "a good answer resets the count")
+	h.record("dead", fivexx)
+	assert.False(t, h.healthy("dead"), "the fifth 5xx in a row ejects")
+	// With 3 peers, one may be ejected: a second outlier stays in.
+	for range 5 {
+		h.record("also", fivexx)
+	}
+	assert.True(t, h.healthy("also"), "more than half the peers ejected")
+	// With 4 peers, two may be.
+	peers = 4
+	h.record("also", fivexx)
+	assert.False(t, h.healthy("also"))
+	assert.ElementsMatch(t, []string{"dead", "also"}, h.ejected())
+	// A lone peer can always be ejected.
+	lone := newPeerHealth(func() time.Time { return now }, func() int { return 1 })
+	for range 5 {
+		lone.record("p", fivexx)
+	}
+	assert.False(t, lone.healthy("p"))
 }
 
 func TestAdvertisable(t *testing.T) {

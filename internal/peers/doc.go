@@ -2,7 +2,7 @@
 // HAProxy, nginx and Caddy — so that loadgen can measure them beside SWD's
 // policies on the same apps with the same requests.
 //
-// A Peer is one named system (haproxy-cq, haproxy-leastconn,
+// A Peer is one named system (haproxy-cq, haproxy-leastconn, haproxy-hash,
 // nginx-leastconn, caddy-leastconn): a Product (the program, its Debian
 // package, how to run and check it) and the Settings that make the system
 // (the balancing algorithm; whether the balancer sends each server at most
@@ -19,9 +19,10 @@
 // names the script that installs it (scripts/ensure-<product>.sh); callers
 // skip that peer with the message, never fake it.
 //
-// Adding a system is adding a Peer to the registry: a consistent-hashing
-// HAProxy would be Settings{Balance: "hdr(X-Key)", BackendLines:
-// []string{"hash-type consistent", "hash-balance-factor 125"}}.
+// Adding a system is adding a Peer to the registry: haproxy-hash, the
+// reference for key affinity (docs/affinity.md), is Settings{Balance:
+// "hdr(X-User)", BackendLines: []string{"hash-type consistent",
+// "hash-balance-factor 125"}}.
 //
 // Concurrency: the registry is read-only after package initialisation;
 // Render, Check and Start may be called concurrently. A Process's methods

@@ -118,6 +118,10 @@ var (
 	}
 )
 
+// HashHeader is the header haproxy-hash hashes: the key of a keyed
+// workload (loadgen --keys, --key-header).
+const HashHeader = "X-User"
+
 var registry = map[string]Peer{}
 
 // Register adds a peer. It panics on a duplicate name, a missing product or
@@ -142,6 +146,9 @@ func init() {
 	Register(Peer{Name: "haproxy-leastconn", Product: HAProxy,
 		Description: "HAProxy, balance leastconn, no maxconn: every request goes to a server at once (the queues are at the apps)",
 		Settings:    Settings{Balance: "leastconn"}})
+	Register(Peer{Name: "haproxy-hash", Product: HAProxy,
+		Description: "HAProxy, consistent hashing on the X-User header with bounded load (hash-balance-factor 125): the reference for key affinity",
+		Settings:    Settings{Balance: "hdr(" + HashHeader + ")", BackendLines: []string{"hash-type consistent", "hash-balance-factor 125"}}})
 	Register(Peer{Name: "nginx-leastconn", Product: Nginx,
 		Description: "nginx, least_conn over one shared zone: every request goes to an app at once",
 		Settings:    Settings{Balance: "least_conn"}})

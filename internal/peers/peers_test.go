@@ -31,12 +31,7 @@ func goldenConfig() Config {
 	return c
 }
 
-// hashPeer is the extension the registry is designed for: consistent
-// hashing with bounded load on a header, as a later haproxy-hash would be.
-var hashPeer = Peer{Name: "haproxy-hash", Product: HAProxy, Description: "HAProxy, consistent hashing on X-Key with bounded load",
-	Settings: Settings{Balance: "hdr(X-Key)", BackendLines: []string{"hash-type consistent", "hash-balance-factor 125"}}}
-
-// testPeers are the registered peers and the hashing example.
+// testPeers are the registered peers.
 func testPeers(t *testing.T) []Peer {
 	t.Helper()
 	var out []Peer
@@ -45,7 +40,7 @@ func testPeers(t *testing.T) []Peer {
 		require.NoError(t, err)
 		out = append(out, p)
 	}
-	return append(out, hashPeer)
+	return out
 }
 
 // Every peer's rendered configuration equals its golden file (go test
@@ -79,6 +74,8 @@ func TestRenderSettings(t *testing.T) {
 		{"haproxy-cq", []string{"balance leastconn", "server app0 127.0.0.1:19000 maxconn 3", "server app1 127.0.0.1:19001 maxconn 3", "timeout queue 30000ms", "maxconn 8000"}, nil},
 		// no maxconn on the servers: no queue in the balancer
 		{"haproxy-leastconn", []string{"balance leastconn", "server app0 127.0.0.1:19000\n"}, []string{"19000 maxconn"}},
+		// consistent hashing on the key header with bounded load, no maxconn
+		{"haproxy-hash", []string{"balance hdr(X-User)", "hash-type consistent", "hash-balance-factor 125", "server app0 127.0.0.1:19000\n"}, []string{"19000 maxconn"}},
 		// least_conn counted in one zone shared by the workers
 		{"nginx-leastconn", []string{"least_conn;", "zone apps 64k;", "server 127.0.0.1:19001 max_fails=0;", "listen 127.0.0.1:18000"}, nil},
 		// every host name on the port, bound to loopback only
@@ -139,7 +136,7 @@ func TestRenderRejects(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	assert.Equal(t, []string{"caddy-leastconn", "haproxy-cq", "haproxy-leastconn", "nginx-leastconn"}, Names())
+	assert.Equal(t, []string{"caddy-leastconn", "haproxy-cq", "haproxy-hash", "haproxy-leastconn", "nginx-leastconn"}, Names())
 	_, err := Lookup("f5")
 	require.ErrorIs(t, err, ErrUnknownPeer)
 	assert.Contains(t, err.Error(), "haproxy-cq", "the message lists the known peers")

@@ -72,7 +72,7 @@ func (c DispatcherConfig) Validate() error {
 	case c.MaxTransferBody < 0:
 		return fmt.Errorf("--max-transfer-body must not be negative, got %d", c.MaxTransferBody)
 	}
-	return validateForwarding(c.RetryAfter, c.TransferTimeout)
+	return validateForwarding(c.RetryAfter, c.TransferTimeout, c.IdempotentMethods)
 }
 
 // Dispatcher is the front door of `swd --role dispatcher` (policies rr and
@@ -199,7 +199,7 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cancel()
 		d.release(b.Name)
 		if d.onTransfer != nil {
-			d.onTransfer(b.Name, err)
+			d.onTransfer(b.Name, transferHealth(res, err))
 		}
 		o := classifyForward(res, err, r.Context().Err() != nil, !retried && slices.Contains(d.cfg.IdempotentMethods, r.Method))
 		d.m.TransferOut(b.Name, o.transfer, time.Since(sent))

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 )
@@ -15,7 +16,11 @@ import (
 //   - both Content-Length and Transfer-Encoding (net/http drops
 //     Content-Length and reads chunked);
 //   - obs-fold: a header line continued on a line starting with space or
-//     tab (net/http joins it).
+//     tab (net/http joins it);
+//   - Content-Length values that are not one plain number (net/http
+//     accepts repeated identical values; a front end may not).
+//
+// Lines may end in CRLF or, as net/http also accepts, a bare LF.
 //
 // Such a head gets 400 and the connection is closed; nothing of it reaches
 // the handler. The guard follows Content-Length bodies to find the next
@@ -27,6 +32,9 @@ import (
 // Concurrency: each wrapped connection is read by one goroutine (net/http's);
 // the guard keeps per-connection state only.
 func FramingGuard(l net.Listener, maxHeaderBytes int) net.Listener {
+	if maxHeaderBytes <= 0 {
+		maxHeaderBytes = http.DefaultMaxHeaderBytes // what net/http reads then
+	}
 	return &guardListener{Listener: l, max: maxHeaderBytes + 4096}
 }
 
@@ -69,8 +77,6 @@ var (
 )
 
 const badFramingBody = "swd: ambiguous request framing (possible request smuggling)\n"
-
-var ()
 
 func (c *guardConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
@@ -123,7 +129,7 @@ func (c *guardConn) inspect(b []byte) bool {
 				}
 				return false // not yet known
 			}
-			end := bytes.Index(c.head[start:], []byte("\r\n\r\n"))
+			end := headEnd(c.head, start)
 			if end < 0 {
 				if len(c.head) > c.max {
 					c.state = gsPass // net/http answers 431
@@ -131,7 +137,6 @@ func (c *guardConn) inspect(b []byte) bool {
 				}
 				return false
 			}
-			end += start + 4
 			rest := c.head[end:]
 			verdict, bodyLen := checkHead(c.head[:end])
 			b = append([]byte(nil), rest...)
@@ -140,7 +145,7 @@ func (c *guardConn) inspect(b []byte) bool {
 			case headBad:
 				c.bad = true
 				return true
-			case headChunked, headUnsure:
+			case headChunked:
 				c.state = gsPass
 				c.heads++
 				return false
@@ -160,19 +165,54 @@ const (
 	headOK      headVerdict = iota
 	headBad                 // refuse
 	headChunked             // has Transfer-Encoding: stop following
-	headUnsure              // let net/http decide (it rejects or closes)
 )
 
-// checkHead inspects one complete request head (ending in CRLFCRLF).
+// headEnd returns the index just past the empty line that ends the head in
+// b, looking from index from on (a few bytes before new data), or -1. Like
+// net/http, it takes LF and CRLF as line ends.
+func headEnd(b []byte, from int) int {
+	for i := from; i < len(b); i++ {
+		if b[i] != '\n' {
+			continue
+		}
+		switch {
+		case i+1 < len(b) && b[i+1] == '\n':
+			return i + 2
+		case i+2 < len(b) && b[i+1] == '\r' && b[i+2] == '\n':
+			return i + 3
+		}
+	}
+	return -1
+}
+
+// headLines splits a complete head into its lines, without line ends and
+// without the empty line that ends it.
+func headLines(h []byte) [][]byte {
+	lines := bytes.Split(h, []byte("\n"))
+	out := lines[:0]
+	for _, l := range lines {
+		l = bytes.TrimSuffix(l, []byte("\r"))
+		if len(l) == 0 {
+			break
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// checkHead inspects one complete request head (ending in an empty line).
 func checkHead(h []byte) (headVerdict, int64) {
-	lines := bytes.Split(h[:len(h)-4], []byte("\r\n"))
+	lines := headLines(h)
+	if len(lines) == 0 {
+		return headOK, 0
+	}
 	var cl [][]byte
 	te := false
 	for i, line := range lines {
 		if i == 0 {
 			continue // request line
 		}
-		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
+		if line[0] == ' ' || line[0] == '\t' {
 			return headBad, 0 // obs-fold
 		}
 		colon := bytes.IndexByte(line, ':')
@@ -199,12 +239,18 @@ func checkHead(h []byte) (headVerdict, int64) {
 		return headChunked, 0
 	case len(cl) == 0:
 		return headOK, 0
-	case len(cl) > 1:
-		return headUnsure, 0
+	}
+	// net/http accepts repeated identical values; the guard follows the
+	// body they announce (and refuses anything else, which net/http would
+	// answer 400 anyway).
+	for _, v := range cl[1:] {
+		if !bytes.Equal(v, cl[0]) {
+			return headBad, 0
+		}
 	}
 	n, err := strconv.ParseInt(string(cl[0]), 10, 64)
 	if err != nil || n < 0 || cl[0][0] == '+' {
-		return headUnsure, 0
+		return headBad, 0
 	}
 	return headOK, n
 }

@@ -34,8 +34,19 @@ func TestFramingGuardInspect(t *testing.T) {
 		{"chunked then anything", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nX: a\r\n b\r\n\r\n", false},
 		// HTTP/2 with prior knowledge is not HTTP/1 framing.
 		{"h2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04", false},
-		// Two Content-Lengths are left to net/http (it answers 400 and closes).
-		{"two content lengths", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", false},
+		// Two different Content-Lengths: refused.
+		{"two content lengths", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", true},
+		// Issue 17, item 6: bare-LF line ends (net/http accepts them).
+		{"bare LF CL and TE", "POST / HTTP/1.1\nHost: x\nContent-Length: 5\nTransfer-Encoding: chunked\n\n0\n\n", true},
+		{"bare LF obs-fold", "GET / HTTP/1.1\nHost: x\nX-A: a\n b\n\n", true},
+		{"mixed line ends obs-fold", "GET / HTTP/1.1\r\nHost: x\nX-A: a\r\n\tb\n\r\n", true},
+		// Bare-LF keep-alive requests pass, bodies are still skipped.
+		{"bare LF requests", "POST /b HTTP/1.1\nHost: x\nContent-Length: 9\n\nX: a\n b\n\nGET / HTTP/1.1\nHost: x\n\n", false},
+		// Two identical Content-Lengths no longer switch the guard off:
+		// the next head is still checked.
+		{"identical CLs then CL and TE", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab" +
+			"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true},
+		{"identical CLs then GET", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab" + get, false},
 	}
 	for _, tc := range cases {
 		for _, step := range []int{1, 3, 7, 1 << 20} {
@@ -56,7 +67,10 @@ func TestCheckHead(t *testing.T) {
 	assert.Equal(t, headOK, v)
 	assert.EqualValues(t, 12, n)
 	v, _ = checkHead([]byte("POST / HTTP/1.1\r\nContent-Length: +12\r\n\r\n"))
-	assert.Equal(t, headUnsure, v, "a signed length is net/http's to refuse")
+	assert.Equal(t, headBad, v, "a signed length")
+	v, n = checkHead([]byte("POST / HTTP/1.1\nContent-Length: 7\nContent-Length: 7\n\n"))
+	assert.Equal(t, headOK, v, "identical lengths, bare LF")
+	assert.EqualValues(t, 7, n)
 	v, _ = checkHead([]byte("POST / HTTP/1.1\r\n" + strings.Repeat("X: y\r\n", 3) + "\r\n"))
 	assert.Equal(t, headOK, v)
 }

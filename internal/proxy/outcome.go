@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -109,4 +110,14 @@ func (g *requestIDs) of(r *http.Request) string {
 		return id
 	}
 	return g.prefix + strconv.FormatUint(g.n.Add(1), 36)
+}
+
+// transferHealth is what a forward tells peer health: its error, or, for
+// an answer whose status is 5xx, an error wrapping swderr.ErrPeer5xx (the
+// peer's app failed; Envoy's outlier detection counts these too).
+func transferHealth(res transfer.Result, err error) error {
+	if err == nil && res.Status >= 500 {
+		return fmt.Errorf("%w: %d", swderr.ErrPeer5xx, res.Status)
+	}
+	return err
 }

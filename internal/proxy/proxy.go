@@ -66,6 +66,28 @@ type Config struct {
 	// ahead × recent mean service time ÷ slots) exceeds the queue timeout,
 	// instead of queueing a request that would time out anyway.
 	EarlyReject bool
+	// AbandonAfter bounds how long the app may go on with a request whose
+	// client left: its slot stays taken until the app's answer has ended
+	// (read and discarded) or, after AbandonAfter, swd closes the app
+	// connection. Default 60s.
+	AbandonAfter time.Duration
+	// UpgradeSlot says whether an upgraded connection (WebSocket) holds its
+	// app slot for its whole life ("hold", the default: the app counts it)
+	// or frees it once the switch is made ("free": the app's upgraded
+	// connections are not limited by m).
+	UpgradeSlot string
+	// MaxBufferedBytes bounds the request body bytes held in memory at
+	// once, over all requests; a body that does not fit is refused with
+	// 503. Default 64 MiB; at least MaxTransferBody.
+	MaxBufferedBytes int64
+	// BodyIdleTimeout is the longest a client may send no byte of its
+	// request body; then 408 and the connection closes. Default 10s.
+	BodyIdleTimeout time.Duration
+	// SpoolDir is where bodies larger than MaxTransferBody are received
+	// (in swd-spool/<pid>-*/ under it; default the system's temporary
+	// directory); MaxSpoolBytes bounds their total size (default 1 GiB).
+	SpoolDir      string
+	MaxSpoolBytes int64
 	// Logger receives debug request logs and warnings.
 	Logger *slog.Logger
 }
@@ -82,6 +104,11 @@ func DefaultConfig() Config {
 		RetryAfter:        time.Second,
 		TransferTimeout:   time.Minute,
 		EarlyReject:       true,
+		AbandonAfter:      time.Minute,
+		UpgradeSlot:       "hold",
+		MaxBufferedBytes:  64 << 20,
+		BodyIdleTimeout:   10 * time.Second,
+		MaxSpoolBytes:     1 << 30,
 	}
 }
 
@@ -103,13 +130,28 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-hops must not be negative, got %d", c.MaxHops)
 	case c.Placement != "arrival" && c.Placement != "tail":
 		return fmt.Errorf("--placement must be \"arrival\" or \"tail\", got %q", c.Placement)
+	case c.UpgradeSlot != "hold" && c.UpgradeSlot != "free":
+		return fmt.Errorf("--upgrade-slot must be \"hold\" or \"free\", got %q", c.UpgradeSlot)
+	case c.MaxBufferedBytes < c.MaxTransferBody:
+		return fmt.Errorf("--max-buffered-bytes must be at least --max-transfer-body (%d), got %d", c.MaxTransferBody, c.MaxBufferedBytes)
+	case c.MaxSpoolBytes < 0:
+		return fmt.Errorf("--max-spool-bytes must not be negative, got %d", c.MaxSpoolBytes)
+	case c.BodyIdleTimeout <= 0:
+		return fmt.Errorf("--body-idle-timeout must be positive, got %s", c.BodyIdleTimeout)
+	case c.AbandonAfter <= 0:
+		return fmt.Errorf("--abandon-after must be positive, got %s", c.AbandonAfter)
 	}
-	return validateForwarding(c.RetryAfter, c.TransferTimeout)
+	return validateForwarding(c.RetryAfter, c.TransferTimeout, c.IdempotentMethods)
 }
 
 // validateForwarding checks the settings a node's front and a dispatcher
 // share for forwarding requests.
-func validateForwarding(retryAfter, transferTimeout time.Duration) error {
+func validateForwarding(retryAfter, transferTimeout time.Duration, idempotent []string) error {
+	for _, m := range idempotent {
+		if !transfer.ValidMethod(m) || m == http.MethodConnect {
+			return fmt.Errorf("--idempotent-methods: %q is not an HTTP method (a token, not CONNECT)", m)
+		}
+	}
 	switch {
 	case retryAfter < 0:
 		return fmt.Errorf("--retry-after must not be negative, got %s", retryAfter)
@@ -144,6 +186,17 @@ type Handler struct {
 	backlog func() (ahead, slots int)
 	// cost learns routes' costs and counts the work in service (SetCosts).
 	cost *costs
+	// appReady, if set, says whether the local app is ready: transfers
+	// are refused while it is not; appDown is told when the app refused a
+	// connection (see readiness.go).
+	appReady func() bool
+	appDown  func()
+	// memBudget and spoolBudget bound received bodies; spool makes the
+	// files (see body.go).
+	memBudget, spoolBudget budget
+	spool                  *spool
+	// router tags keyed requests and places them (see SetRouter).
+	router Router
 }
 
 // ewma is an exponentially weighted moving average of durations, updated
@@ -224,6 +277,11 @@ func New(cfg Config, q *queue.Queue, fwd *transfer.Client, peers Peers, m *metri
 		cfg: cfg, q: q, fwd: fwd, peers: peers, m: m, log: log,
 		retry: retryAfterHeader(cfg.RetryAfter),
 		ids:   newRequestIDs(cfg.NodeName),
+		spool: &spool{root: spoolRoot(cfg.SpoolDir)},
+	}
+	h.memBudget.limit, h.spoolBudget.limit = cfg.MaxBufferedBytes, cfg.MaxSpoolBytes
+	if n := cleanStaleSpools(h.spool.root); n > 0 {
+		log.Info("removed spool directories of processes that are gone", "dir", h.spool.root, "removed", n)
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -234,7 +292,7 @@ func New(cfg Config, q *queue.Queue, fwd *transfer.Client, peers Peers, m *metri
 				pr.Out.Header.Set("X-Forwarded-Proto", p.in.Scheme)
 			}
 		},
-		Transport:    releasingTransport{newAppTransport()},
+		Transport:    releasingTransport{RoundTripper: newAppTransport(), freeUpgrades: cfg.UpgradeSlot == "free"},
 		ErrorHandler: h.appError,
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
@@ -248,7 +306,7 @@ func (h *Handler) OnTransfer(f func(peer string, err error)) { h.onTransfer = f 
 func newAppTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           appDialer(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}),
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   1024,
 		IdleConnTimeout:       90 * time.Second,
@@ -260,39 +318,72 @@ func newAppTransport() *http.Transport {
 type ctxKey struct{}
 
 // releasingTransport frees a request's app slot when the app's answer has
-// been read to its end or closed, so a slow client reading a large answer
-// does not hold the slot the app no longer uses. Upgrade answers (101) are
-// left alone: their body is the connection itself.
-type releasingTransport struct{ http.RoundTripper }
+// been read to its end, so a slow client reading a large answer does not
+// hold the slot the app no longer uses. An answer closed before its end (the
+// client left) is read to its end and discarded in the background, and only
+// then is the slot freed: the app is still working on it (see serveLocal).
+// Upgrade answers (101) are left alone: their body is the connection
+// itself; with --upgrade-slot free, the slot is freed once the switch is
+// made.
+type releasingTransport struct {
+	http.RoundTripper
+	freeUpgrades bool
+}
 
 func (rt releasingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := rt.RoundTripper.RoundTrip(req)
-	if err != nil || resp == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+	if err != nil || resp == nil {
 		return resp, err
 	}
-	if p, ok := req.Context().Value(ctxKey{}).(*pending); ok && p.release != nil {
-		resp.Body = &releaseOnEOF{ReadCloser: resp.Body, release: p.release}
+	p, ok := req.Context().Value(ctxKey{}).(*pending)
+	if !ok || p.release == nil {
+		return resp, nil
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if rt.freeUpgrades {
+			p.release()
+		}
+		return resp, nil
+	}
+	resp.Body = &releaseOnEOF{ReadCloser: resp.Body, p: p}
 	return resp, nil
 }
 
 type releaseOnEOF struct {
 	io.ReadCloser
-	release func()
+	p   *pending
+	eof bool
 }
 
 func (b *releaseOnEOF) Read(x []byte) (int, error) {
 	n, err := b.ReadCloser.Read(x)
 	if err == io.EOF {
-		b.release()
+		b.eof = true
+		b.p.release()
 	}
 	return n, err
 }
 
+// Close frees the slot at once after the whole answer was read; before
+// that, it hands the rest of the answer to a goroutine that reads it to its
+// end (or until the abandon timer closes the app connection) and then
+// frees the slot.
 func (b *releaseOnEOF) Close() error {
-	err := b.ReadCloser.Close()
-	b.release()
-	return err
+	if b.eof || b.p.draining {
+		err := b.ReadCloser.Close()
+		b.p.release()
+		return err
+	}
+	b.p.draining = true
+	go func() {
+		_, _ = io.Copy(io.Discard, b.ReadCloser)
+		_ = b.ReadCloser.Close()
+		b.p.release()
+		if b.p.finish != nil {
+			b.p.finish()
+		}
+	}()
+	return nil
 }
 
 // abortServer marks a transferred request's context so ReverseProxy aborts
@@ -305,15 +396,28 @@ var errAnswerAborted = errors.New("answer aborted after its head")
 type pending struct {
 	id      string
 	r       *http.Request
-	body    []byte    // buffered body (transferable), or nil
-	stream  io.Reader // body to stream when not buffered
+	body    []byte      // buffered body (transferable), or nil
+	spooled io.ReaderAt // body received into a spool file, or nil
+	size    int64       // the spooled body's size
+	held    heldBody    // the budgets the body holds; freed when the request ends
 	arrival time.Time
 	hops    int
 	in      *transfer.Inbound // set for requests transferred here
 	// appOutcome is set by appError when the app did not answer.
 	appOutcome metrics.Outcome
 	// release frees the app slot (once); set while serving locally.
-	release func()
+	// finish ends the app request's context and its abandon timer (once),
+	// after the app's answer was read or abandoned.
+	release, finish func()
+	// clientCtx is the client's (or sender's) context: the request the app
+	// gets does not end with it (see serveLocal).
+	clientCtx context.Context
+	// draining is set when the rest of the app's answer is being read in
+	// the background: that goroutine frees the slot.
+	draining bool
+	// refuse is set by appError when a transferred request could not reach
+	// the app at all: nothing was written, and the sender gets a refusal.
+	refuse error
 	// decided is when the policy handed the request off (flow.go);
 	// respBytes the app's answer body bytes when served here.
 	decided   time.Time
@@ -336,6 +440,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 	}
 	p := &pending{id: h.ids.of(r), r: r, arrival: start}
+	defer h.free(&p.held)
 	cw := &countingWriter{ResponseWriter: w}
 	w = cw
 	defer func() { h.m.ObserveFlow(metrics.EdgeClient, p.bodyBytes(), cw.n) }()
@@ -351,7 +456,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t := queue.NewTicket(p, transferable && h.cfg.MaxHops > 0)
 	h.predict(r, t)
 	t.Size = p.bodyBytes()
-	if err := h.q.Push(t); err != nil {
+	if err := h.push(t, r); err != nil {
 		h.fail(w, r, p, err, start)
 		return
 	}
@@ -388,23 +493,29 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 	}
 	t := queue.NewTicket(p, in.Hops < h.cfg.MaxHops && !in.Dispatched)
 	h.predict(r, t)
+	// The request keeps its place by arrival and the queue deadline it had
+	// where its client called (arrival + --queue-timeout), so a transfer
+	// never extends its wait. An arrival time that cannot be honest (in
+	// the future, or older than the queue timeout plus a minute of clock
+	// skew) is not believed: the request is placed as arriving now, so a
+	// forged arrival_unix_nano cannot jump the queue.
+	arrival := plausibleArrival(in.Arrival, time.Now(), h.q.Config().Timeout)
 	if h.cfg.Placement == "arrival" && !in.Dispatched {
-		t.Key = in.Arrival.UnixNano()
+		t.Key = arrival.UnixNano()
 	}
-	// The request keeps the queue deadline it had where its client called
-	// (arrival + --queue-timeout), so a transfer never extends its wait;
-	// an arrival time far off this node's clock is ignored.
 	if timeout := h.q.Config().Timeout; timeout > 0 {
-		if age := time.Since(in.Arrival); age >= 0 && age < timeout+time.Minute {
-			t.Deadline = in.Arrival.Add(timeout)
-		}
+		t.Deadline = arrival.Add(timeout)
 	}
 	peer := in.From
+	if h.appReady != nil && !h.appReady() {
+		h.m.TransferIn(peer, metrics.TransferRefused)
+		return fmt.Errorf("%w: refusing a transfer", swderr.ErrAppUnavailable)
+	}
 	if err := h.overloaded(); err != nil {
 		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
 	}
-	if err := h.q.Push(t); err != nil {
+	if err := h.push(t, r); err != nil {
 		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
 	}
@@ -419,8 +530,28 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 	return err
 }
 
-// readBody enforces MaxBody and buffers bodies up to MaxTransferBody. It
-// reports whether the request may be transferred.
+// arrivalSkew is the clock difference between nodes an arrival time may
+// show and still be believed.
+const arrivalSkew = time.Minute
+
+// plausibleArrival returns arrival when an honest sender could have sent
+// it (not after now plus the skew, not before now minus the queue timeout
+// and the skew; a future time within the skew counts as now), else now.
+func plausibleArrival(arrival, now time.Time, timeout time.Duration) time.Time {
+	switch {
+	case arrival.After(now):
+		return now
+	case timeout > 0 && now.Sub(arrival) >= timeout+arrivalSkew:
+		return now
+	case timeout <= 0 && now.Sub(arrival) >= arrivalSkew:
+		return now
+	}
+	return arrival
+}
+
+// readBody enforces MaxBody and receives the whole body before the request
+// is queued (see receive). It reports whether the request may be
+// transferred: only bodies held in memory travel.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, p *pending) (bool, error) {
 	transferable := !isUpgrade(r) && transfer.Transferable(r)
 	if r.ContentLength > h.cfg.MaxBody {
@@ -429,31 +560,23 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, p *pending) (
 	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
 		return transferable, nil
 	}
-	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
-	if r.ContentLength > h.cfg.MaxTransferBody {
-		p.stream = body
-		return false, nil
-	}
-	limit := h.cfg.MaxTransferBody
-	buf := make([]byte, 0, min(max(r.ContentLength, 512), limit+1))
-	b := bytes.NewBuffer(buf)
-	n, err := b.ReadFrom(io.LimitReader(body, limit+1))
+	ir := &idleReader{r: http.MaxBytesReader(w, r.Body, h.cfg.MaxBody), rc: http.NewResponseController(w), timeout: h.cfg.BodyIdleTimeout}
+	defer ir.disarm()
+	mem, spooled, size, err := h.receive(r, ir, &p.held)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return false, fmt.Errorf("%w: more than %d bytes", swderr.ErrBodyTooLarge, h.cfg.MaxBody)
+		if errors.Is(err, swderr.ErrBodyTimeout) {
+			w.Header().Set("Connection", "close")
 		}
-		var ne net.Error
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) || r.Context().Err() != nil {
-			return false, fmt.Errorf("%w: reading body: %w", swderr.ErrClientGone, err)
-		}
-		return false, fmt.Errorf("%w: malformed body: %w", swderr.ErrBadRequest, err)
+		return false, err
 	}
-	if n > limit {
-		p.stream = io.MultiReader(bytes.NewReader(b.Bytes()), body)
+	if spooled != nil {
+		p.spooled, p.size = spooled, size
 		return false, nil
 	}
-	p.body = b.Bytes()
+	p.body = mem
+	if p.body == nil {
+		p.body = []byte{}
+	}
 	return transferable, nil
 }
 
@@ -481,6 +604,9 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p
 		switch out.Kind {
 		case queue.Granted:
 			h.serveLocal(w, r, t, p)
+			if p.refuse != nil {
+				return "", p.refuse
+			}
 			if p.appOutcome != "" {
 				return p.appOutcome, nil
 			}
@@ -500,10 +626,33 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 	var began time.Time
 	var serving func(learn bool)
 	var once sync.Once
+	// The app's request does not end when the client leaves: most apps go
+	// on working on a request whose client left, so the slot (m is the
+	// app's limit) stays taken until the app's answer has ended or the app
+	// closed the connection (swd half-closes it, see appconn.go). Only
+	// after AbandonAfter without a client does swd close the app
+	// connection itself, which frees the slot.
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ar := &appRequest{cancel: cancel}
+	var (
+		mu       sync.Mutex
+		finished bool
+		abandon  *time.Timer
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			ar.clientGone()
+			abandon = time.AfterFunc(h.cfg.AbandonAfter, cancel)
+		}
+	})
 	// The slot is released as soon as the app's answer has been read to
 	// its end (see releasingTransport), not when a slow client has taken
 	// all of it: the app is free then. Whatever happens, at the latest
-	// when serving ends.
+	// when serving ends, or when the rest of an abandoned answer has been
+	// read.
+	p.clientCtx = ctx
 	p.release = func() {
 		once.Do(func() {
 			h.q.Done(t)
@@ -515,27 +664,52 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 			}
 		})
 	}
-	defer p.release()
+	var finishOnce sync.Once
+	p.finish = func() {
+		finishOnce.Do(func() {
+			stop()
+			mu.Lock()
+			finished = true
+			if abandon != nil {
+				abandon.Stop()
+			}
+			mu.Unlock()
+			cancel()
+		})
+	}
+	defer func() {
+		if !p.draining {
+			p.release()
+			p.finish()
+		}
+	}()
 	wait := time.Since(t.Pushed())
 	h.m.ObserveQueueWait(wait)
 	if rep, ok := w.(transfer.QueueWaitReporter); ok {
 		rep.ReportQueueWait(wait) // a transferred request: its sender learns the wait
 	}
+	// Bodies are received whole (readBody), so the app request can be
+	// sent again on another connection (see appConn).
 	switch {
 	case p.body != nil:
-		r.Body = io.NopCloser(bytes.NewReader(p.body))
-		r.ContentLength = int64(len(p.body))
-	case p.stream != nil:
-		r.Body = io.NopCloser(p.stream)
+		body := p.body
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		r.ContentLength = int64(len(body))
+	case p.spooled != nil:
+		f, size := p.spooled, p.size
+		r.Body = io.NopCloser(io.NewSectionReader(f, 0, size))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(io.NewSectionReader(f, 0, size)), nil }
+		r.ContentLength = size
 	}
-	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
+	r = r.WithContext(context.WithValue(ar.trace(actx), ctxKey{}, p))
 	serving = h.startService(t)
 	began = time.Now()
 	cw := &countingWriter{ResponseWriter: w}
 	h.rp.ServeHTTP(cw, r)
 	p.respBytes = cw.n
 	h.m.ObserveFlow(metrics.EdgeApp, p.bodyBytes(), cw.n)
-	if h.log.Enabled(r.Context(), slog.LevelDebug) {
+	if h.log.Enabled(ctx, slog.LevelDebug) {
 		h.log.Debug("request served locally", "id", p.id, "method", r.Method, "transferred_in", p.in != nil,
 			"wait", wait.String())
 	}
@@ -568,7 +742,7 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 	res, ferr := h.fwd.Forward(tctx, addr, msg, w)
 	cancel()
 	if h.onTransfer != nil {
-		h.onTransfer(peer, ferr)
+		h.onTransfer(peer, transferHealth(res, ferr))
 	}
 	o := classifyForward(res, ferr, ctx.Err() != nil, slices.Contains(h.cfg.IdempotentMethods, r.Method))
 	h.m.TransferOut(peer, o.transfer, time.Since(start))
@@ -628,7 +802,7 @@ func reason(err error) metrics.Reason {
 		return metrics.ReasonQueueFull
 	case errors.Is(err, swderr.ErrQueueTimeout):
 		return metrics.ReasonQueueTimeout
-	case errors.Is(err, swderr.ErrOverloaded):
+	case errors.Is(err, swderr.ErrOverloaded), errors.Is(err, swderr.ErrBufferFull):
 		return metrics.ReasonOverloaded
 	case errors.Is(err, swderr.ErrDraining):
 		return metrics.ReasonDraining
@@ -636,7 +810,7 @@ func reason(err error) metrics.Reason {
 		return metrics.ReasonBodyTooLarge
 	case errors.Is(err, swderr.ErrMaybeStarted):
 		return metrics.ReasonTransferFailed
-	case errors.Is(err, swderr.ErrBadRequest):
+	case errors.Is(err, swderr.ErrBadRequest), errors.Is(err, swderr.ErrBodyTimeout):
 		return metrics.ReasonBadRequest
 	case errors.Is(err, swderr.ErrNoBackend):
 		return metrics.ReasonNoBackend
@@ -679,16 +853,29 @@ func (h *Handler) appError(w http.ResponseWriter, r *http.Request, err error) {
 			p.appOutcome = outcome
 		}
 	}
+	clientCtx := r.Context()
+	if p != nil && p.clientCtx != nil {
+		clientCtx = p.clientCtx
+	}
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		set(metrics.OutcomeRejected)
 		h.m.Reject(metrics.ReasonBodyTooLarge)
 		http.Error(w, "swd: request body too large", http.StatusRequestEntityTooLarge)
-	case r.Context().Err() != nil:
+	case clientCtx.Err() != nil || r.Context().Err() != nil:
 		// the client went away; nobody to answer
 		set(metrics.OutcomeClientGone)
+	case appRefused(err) && p != nil && p.in != nil:
+		// A transferred request the app never got: refuse it, so the
+		// sender puts it back and serves it elsewhere.
+		h.noteAppDown()
+		set(metrics.OutcomeRejected)
+		p.refuse = fmt.Errorf("%w: %w", swderr.ErrAppUnavailable, err)
 	default:
+		if appRefused(err) {
+			h.noteAppDown()
+		}
 		set(metrics.OutcomeFailed)
 		h.log.Warn("app request failed", "err", err)
 		w.Header().Set("X-Swd-Error", "app unreachable")

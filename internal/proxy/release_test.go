@@ -19,14 +19,19 @@ func (f fixedRT) RoundTrip(*http.Request) (*http.Response, error) { return f.res
 // before the client has taken it all; upgrade answers are left alone.
 func TestReleasingTransport(t *testing.T) {
 	cases := []struct {
-		name    string // the app's answer
-		status  int
-		wrapped bool
+		name         string // the app's answer
+		status       int
+		freeUpgrades bool
+		wrapped      bool
+		released     int // releases right after RoundTrip
 	}{
 		// An ordinary answer: released at EOF.
-		{"ok answer", http.StatusOK, true},
-		// An upgrade: its body is the connection, never wrapped.
-		{"switching protocols", http.StatusSwitchingProtocols, false},
+		{"ok answer", http.StatusOK, false, true, 0},
+		// An upgrade: its body is the connection, never wrapped; it holds
+		// its slot (--upgrade-slot hold).
+		{"switching protocols", http.StatusSwitchingProtocols, false, false, 0},
+		// An upgrade with --upgrade-slot free: the slot is freed at once.
+		{"switching protocols, slot freed", http.StatusSwitchingProtocols, true, false, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -34,9 +39,10 @@ func TestReleasingTransport(t *testing.T) {
 			p := &pending{release: func() { released++ }}
 			req, err := http.NewRequestWithContext(context.WithValue(context.Background(), ctxKey{}, p), http.MethodGet, "http://app/", nil)
 			require.NoError(t, err)
-			rt := releasingTransport{fixedRT{&http.Response{StatusCode: tc.status, Body: io.NopCloser(strings.NewReader("hello"))}}}
+			rt := releasingTransport{RoundTripper: fixedRT{&http.Response{StatusCode: tc.status, Body: io.NopCloser(strings.NewReader("hello"))}}, freeUpgrades: tc.freeUpgrades}
 			resp, err := rt.RoundTrip(req)
 			require.NoError(t, err)
+			assert.Equal(t, tc.released, released)
 			_, isWrapped := resp.Body.(*releaseOnEOF)
 			assert.Equal(t, tc.wrapped, isWrapped)
 			if !tc.wrapped {
@@ -52,7 +58,7 @@ func TestReleasingTransport(t *testing.T) {
 		})
 	}
 	// A request served without a pending (not through serveLocal) passes through.
-	rt := releasingTransport{fixedRT{&http.Response{StatusCode: 200, Body: http.NoBody}}}
+	rt := releasingTransport{RoundTripper: fixedRT{&http.Response{StatusCode: 200, Body: http.NoBody}}}
 	req, _ := http.NewRequest(http.MethodGet, "http://app/", nil)
 	resp, err := rt.RoundTrip(req)
 	require.NoError(t, err)

@@ -24,7 +24,9 @@ func (q *Queue) Movable(n int) []*Ticket {
 
 // HandOffTickets hands each of ts that is still waiting to its owner with
 // Outcome{Transfer, peer}, as HandOff does, and returns how many it handed
-// off. Tickets granted, handed off or gone since Movable are skipped.
+// off. Tickets granted, handed off or gone since Movable are skipped, and
+// so are tickets Config.MoveRule does not let go to peer (Movable lists
+// tickets without knowing the peer).
 func (q *Queue) HandOffTickets(ts []*Ticket, peer string) int {
 	if len(ts) == 0 {
 		return 0
@@ -34,7 +36,7 @@ func (q *Queue) HandOffTickets(ts []*Ticket, peer string) int {
 	now := time.Now()
 	handed := 0
 	for _, t := range ts {
-		if t == nil || t.st != stWaiting || t.elem == nil || !t.Transferable {
+		if t == nil || t.st != stWaiting || t.elem == nil || !q.movable(t, peer) {
 			continue
 		}
 		q.remove(t)

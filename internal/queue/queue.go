@@ -15,8 +15,18 @@
 // may be pushed with its original arrival time as key to land by age. A free
 // slot goes to the first waiting ticket in that order, unless the Config has
 // a Scheduler: then the Scheduler picks which waiting ticket it goes to, or
-// holds the slot idle (per-route limits, cache-aware order). Hand-offs for
-// transfer always take from the tail of the (Key, sequence) order.
+// holds the slot idle (per-route limits, cache-aware order). HandOff for
+// transfer always takes from the tail of the (Key, sequence) order; PushTo
+// hands a ticket off as it is admitted (a keyed request whose home is
+// another node).
+//
+// Moving: a waiting ticket leaves for a peer only if it is Transferable and
+// Config.MoveRule (when set) allows it for that peer. This one rule holds for
+// every way a ticket leaves for a peer: HandOff from the tail,
+// HandOffTickets (the tickets a transfer-cost rule chose), PushTo at
+// admission, and any removal of a waiting ticket on a peer's behalf (a
+// pull). Keyed requests use it to stay at their home node unless the home is
+// past its load bound (internal/affinity, docs/affinity.md).
 //
 // Concurrency: all methods are safe for concurrent use. Load, Waiting and
 // InFlight read atomics and never take the lock, so the cluster layer can
@@ -56,6 +66,17 @@ type Config struct {
 	// Scheduler, if set, decides which waiting ticket a free slot goes to
 	// (see Scheduler). Nil means FIFO by (Key, sequence).
 	Scheduler Scheduler
+	// MoveRule, if set, says whether a Transferable ticket may leave this
+	// node for a peer (see "Moving" in the package doc). Nil: every
+	// Transferable ticket may.
+	MoveRule MoveRule
+}
+
+// MoveRule decides whether a waiting Transferable ticket may leave for
+// peer. The queue calls Movable under its lock, so it must be quick and
+// must not call back into the queue.
+type MoveRule interface {
+	Movable(t *Ticket, peer string) bool
 }
 
 // Scheduler decides which waiting ticket a free app slot goes to. The queue
@@ -253,6 +274,18 @@ func (q *Queue) Push(t *Ticket) error {
 	now := time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if err := q.admitLocked(t, now); err != nil {
+		return err
+	}
+	q.insert(t)
+	q.grantLocked()
+	return nil
+}
+
+// admitLocked checks that a new ticket may enter (not pushed before, not
+// draining, room to wait) and stamps it: sequence, push time, Key and
+// deadline.
+func (q *Queue) admitLocked(t *Ticket, now time.Time) error {
 	if t.st != stNew {
 		return fmt.Errorf("push: ticket already pushed")
 	}
@@ -274,8 +307,6 @@ func (q *Queue) Push(t *Ticket) error {
 	if !t.Deadline.IsZero() && (t.deadline.IsZero() || t.Deadline.Before(t.deadline)) {
 		t.deadline = t.Deadline
 	}
-	q.insert(t)
-	q.grantLocked()
 	return nil
 }
 
@@ -471,7 +502,8 @@ func (q *Queue) Done(t *Ticket) {
 
 // HandOff takes up to n transferable waiting tickets from the tail of the
 // queue and hands each to its owner with Outcome{Transfer, peer}. It skips
-// tickets that may not move, and returns how many it handed off.
+// tickets that may not move to peer (not Transferable, or refused by
+// Config.MoveRule), and returns how many it handed off.
 func (q *Queue) HandOff(n int, peer string) int {
 	if n <= 0 {
 		return 0
@@ -482,7 +514,7 @@ func (q *Queue) HandOff(n int, peer string) int {
 	for e := q.waiting.Back(); e != nil && handed < n; {
 		t := e.Value.(*Ticket)
 		prev := e.Prev()
-		if t.Transferable {
+		if q.movable(t, peer) {
 			q.remove(t)
 			t.st = stHandedOff
 			t.notify <- Outcome{Kind: Transfer, Peer: peer, At: time.Now()}

@@ -49,6 +49,18 @@ var (
 	ErrNoBackend = errors.New("no backend node available")
 	// ErrUnauthenticated: missing or wrong control token.
 	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrBodyTimeout: the client sent no byte of its request body for the
+	// body idle timeout (408).
+	ErrBodyTimeout = errors.New("request body timeout")
+	// ErrBufferFull: the node's budget for buffered request bodies (memory
+	// or spool files) is spent; the request is refused (503).
+	ErrBufferFull = errors.New("request body buffers full")
+	// ErrAppUnavailable: the node's application is not ready; transfers to
+	// it are refused (a refusal: the sender puts the request back).
+	ErrAppUnavailable = errors.New("application not ready")
+	// ErrPeer5xx: a peer served a transferred request and its app answered
+	// 5xx; peer health counts it against that peer (outlier detection).
+	ErrPeer5xx = errors.New("peer's application answered 5xx")
 )
 
 // HTTPStatus maps an error to the status code SWD answers a client with.
@@ -58,8 +70,11 @@ func HTTPStatus(err error) int {
 		return http.StatusOK
 	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrQueueTimeout),
 		errors.Is(err, ErrOverloaded), errors.Is(err, ErrDraining),
-		errors.Is(err, ErrRefused), errors.Is(err, ErrNoBackend):
+		errors.Is(err, ErrRefused), errors.Is(err, ErrNoBackend),
+		errors.Is(err, ErrBufferFull), errors.Is(err, ErrAppUnavailable):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrBodyTimeout):
+		return http.StatusRequestTimeout
 	case errors.Is(err, ErrBodyTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrBadRequest), errors.Is(err, ErrUnknownPolicy):
@@ -87,12 +102,15 @@ func GRPCCode(err error) codes.Code {
 	switch {
 	case err == nil:
 		return codes.OK
-	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrOverloaded):
+	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrOverloaded),
+		errors.Is(err, ErrBufferFull):
 		return codes.ResourceExhausted
 	case errors.Is(err, ErrDraining), errors.Is(err, ErrHopLimit),
-		errors.Is(err, ErrNotMember), errors.Is(err, ErrRefused):
+		errors.Is(err, ErrNotMember), errors.Is(err, ErrRefused),
+		errors.Is(err, ErrAppUnavailable):
 		return codes.FailedPrecondition
-	case errors.Is(err, ErrQueueTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ErrQueueTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, ErrBodyTimeout):
 		return codes.DeadlineExceeded
 	case errors.Is(err, ErrClientGone), errors.Is(err, context.Canceled):
 		return codes.Canceled

@@ -44,6 +44,10 @@ func TestHTTPStatus(t *testing.T) {
 		{"unknown policy", swderr.ErrUnknownPolicy, http.StatusBadRequest},
 		// A wrong control token.
 		{"unauthenticated", swderr.ErrUnauthenticated, http.StatusUnauthorized},
+		// hardening (issue 17): a stalled body, spent buffers, a dead app
+		{"body timeout", swderr.ErrBodyTimeout, http.StatusRequestTimeout},
+		{"buffers full", swderr.ErrBufferFull, http.StatusServiceUnavailable},
+		{"app unavailable", swderr.ErrAppUnavailable, http.StatusServiceUnavailable},
 		// A client that went away gets nginx's 499 (never sent).
 		{"client gone", swderr.ErrClientGone, 499},
 		{"context canceled", context.Canceled, 499},
@@ -102,6 +106,9 @@ func TestGRPCCode(t *testing.T) {
 		{"unknown policy", swderr.ErrUnknownPolicy, codes.InvalidArgument},
 		// Authentication.
 		{"unauthenticated", swderr.ErrUnauthenticated, codes.Unauthenticated},
+		// a dead app's refusal is marked so the sender puts the request back
+		{"app unavailable", swderr.ErrAppUnavailable, codes.FailedPrecondition},
+		{"buffers full", swderr.ErrBufferFull, codes.ResourceExhausted},
 		// No node to dispatch to.
 		{"no backend", swderr.ErrNoBackend, codes.Unavailable},
 		// Maybe-started is not a refusal: Internal.

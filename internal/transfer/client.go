@@ -30,9 +30,10 @@ type ClientConfig struct {
 	// transport credentials (mTLS). Without credentials the connection is
 	// plaintext.
 	DialOptions []grpc.DialOption
-	// Auth is the cluster's token, sent with every call (internal/auth);
-	// the zero value sends none.
-	Auth auth.Bearer
+	// Auth authenticates this node to its peers with a node MAC on every
+	// call (internal/auth; never the control token); the zero value sends
+	// none.
+	Auth auth.NodeCreds
 }
 
 // DefaultClientConfig returns the defaults.

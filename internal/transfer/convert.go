@@ -188,6 +188,10 @@ func Transferable(r *http.Request) bool {
 
 func validMethod(m string) bool { return m != "" && validToken(m) }
 
+// ValidMethod reports whether m is an RFC 9110 method token (as a
+// transferred request's method must be).
+func ValidMethod(m string) bool { return validMethod(m) }
+
 // validToken reports whether s is an RFC 9110 token.
 func validToken(s string) bool {
 	if s == "" {

@@ -124,6 +124,11 @@ func (s *Server) Forward(m *swdv1.ForwardRequest, stream swdv1.Transfer_ForwardS
 	if err := certNames(stream.Context(), m.GetFromNode()); err != nil {
 		return refuse(stream, err)
 	}
+	if m.GetFromNode() == s.cfg.NodeName {
+		// No node transfers to itself; a message naming this node came
+		// from somebody else (a standalone node is its own only member).
+		return refuse(stream, fmt.Errorf("%w: %q is this node", swderr.ErrNotMember, m.GetFromNode()))
+	}
 	if s.cfg.CheckMembership && !s.members.IsMember(m.GetFromNode()) {
 		return refuse(stream, fmt.Errorf("%w: %q", swderr.ErrNotMember, m.GetFromNode()))
 	}

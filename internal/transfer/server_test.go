@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/swd-project/swd/internal/auth"
@@ -273,10 +274,11 @@ func TestForwardQueueWait(t *testing.T) {
 	}
 }
 
-// TestForwardCarriesToken: a client configured with the cluster's token
-// (ClientConfig.Auth) sends it with every transfer; a server guarding the
-// Transfer service (auth.ServerOptions) runs only those.
-func TestForwardCarriesToken(t *testing.T) {
+// TestForwardAuthenticatesAsNode: a client configured with the cluster's
+// node key (ClientConfig.Auth) sends a node MAC with every transfer, never
+// a token; a server guarding the Transfer service (auth.ServerOptions)
+// runs only those, and not the control token itself. Issue 17, item 5.
+func TestForwardAuthenticatesAsNode(t *testing.T) {
 	cfg := transfer.DefaultServerConfig()
 	cfg.NodeName = "node-b"
 	srv, err := transfer.NewServer(cfg, backendFunc(func(w http.ResponseWriter, _ *http.Request, _ transfer.Inbound) error {
@@ -286,35 +288,50 @@ func TestForwardCarriesToken(t *testing.T) {
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	gs := grpc.NewServer(auth.ServerOptions("s3cret")...)
+	var sawToken atomic.Bool
+	opts := auth.ServerOptions(auth.ServerAuth{Token: "s3cret", NodeKey: auth.DeriveNodeKey("s3cret"), Authorities: []string{ln.Addr().String()}})
+	opts = append(opts, grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		md, _ := metadata.FromIncomingContext(ss.Context())
+		for _, v := range md.Get("authorization") {
+			if strings.Contains(v, "s3cret") {
+				sawToken.Store(true)
+			}
+		}
+		return h(srv, ss)
+	}))
+	gs := grpc.NewServer(opts...)
 	swdv1.RegisterTransferServer(gs, srv)
 	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)
 
 	tests := []struct {
 		name  string
-		token string
+		creds auth.NodeCreds
+		token string // a bearer token sent with the call instead
 		ok    bool
 	}{
-		// The cluster's token: the transfer runs.
-		{"token", "s3cret", true},
-		// None, or another: refused before the backend, as unauthenticated.
-		{"no token", "", false},
-		{"wrong token", "guess", false},
+		// The cluster's node key: the transfer runs.
+		{"node key", auth.NodeCreds{Key: auth.DeriveNodeKey("s3cret")}, "", true},
+		// None, or another key: refused before the backend, as unauthenticated.
+		{"no credentials", auth.NodeCreds{}, "", false},
+		{"wrong key", auth.NodeCreds{Key: auth.DeriveNodeKey("guess")}, "", false},
+		// The control token does not authorize transfers.
+		{"control token", auth.NodeCreds{}, "s3cret", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ccfg := transfer.DefaultClientConfig()
-			ccfg.Auth = auth.Bearer{Token: tt.token}
+			ccfg.Auth = tt.creds
 			c, err := transfer.NewClient(ccfg)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = c.Close() })
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(auth.OutgoingContext(context.Background(), tt.token), 10*time.Second)
 			defer cancel()
 			res, err := c.Forward(ctx, ln.Addr().String(), outbound(http.MethodGet, "/", nil), newRecorder())
 			if tt.ok {
 				require.NoError(t, err)
 				assert.Equal(t, http.StatusOK, res.Status)
+				assert.False(t, sawToken.Load(), "a transfer carried the control token")
 				return
 			}
 			require.Error(t, err)
@@ -344,6 +361,12 @@ func TestForwardRefused(t *testing.T) {
 		{"hop limit", nil, func(m *swdv1.ForwardRequest) { m.Hops = 2 }, false},
 		// A sender that is not a member: refused before the backend.
 		{"not a member", nil, func(m *swdv1.ForwardRequest) { m.FromNode = "stranger" }, false},
+		// A transfer naming the receiving node itself as its sender (a
+		// standalone node is always its own member): refused before the
+		// backend. Issue 17, item 8.
+		{"names the receiver", nil, func(m *swdv1.ForwardRequest) { m.FromNode = "node-b" }, false},
+		// The app is not ready: the backend's marked refusal. Issue 17, item 2.
+		{"app not ready", swderr.ErrAppUnavailable, nil, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -351,7 +374,7 @@ func TestForwardRefused(t *testing.T) {
 			addr, _ := startServer(t, backendFunc(func(http.ResponseWriter, *http.Request, transfer.Inbound) error {
 				called.Add(1)
 				return tc.backendErr
-			}), members{"node-a": true})
+			}), members{"node-a": true, "node-b": true})
 			m := outbound(http.MethodPost, "/x", []byte("b"))
 			if tc.mutate != nil {
 				tc.mutate(m)

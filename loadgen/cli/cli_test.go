@@ -127,6 +127,20 @@ func TestUsageErrors(t *testing.T) {
 		{"zero concurrency", []string{"compare", "--local", "2", "--concurrency", "0"}, "--concurrency"},
 		// The limit may come from a peer, but only a measured one.
 		{"limit from unmeasured peer", []string{"compare", "--local", "2", "--policies", "nu", "--rates", "40", "--limit-from", "haproxy-cq@40"}, "does not measure"},
+		// The swd and dummyapp flags of a keyed run configure a cluster
+		// loadgen starts.
+		{"affinity without local", []string{"run", "--targets", "a:1", "--affinity", "header:X-User"}, "needs --local"},
+		{"cache without local", []string{"run", "--targets", "a:1", "--cache-size", "50"}, "needs --local"},
+		// The cohort order needs keys to order by.
+		{"cohort without affinity", []string{"run", "--local", "2", "--cohort"}, "give --affinity too"},
+		// swd would read a header the keys are not in.
+		{"affinity header", []string{"run", "--local", "2", "--keys", "5", "--affinity", "header:X-Other"}, "--key-header X-User"},
+		// A bad key source.
+		{"affinity source", []string{"run", "--local", "2", "--affinity", "query:u"}, "header:NAME or cookie:NAME"},
+		// Zipf needs s above 1.
+		{"zipf s", []string{"run", "--targets", "a:1", "--keys", "10", "--key-dist", "zipf", "--key-zipf-s", "0.5"}, "--key-zipf-s"},
+		// HAProxy's hash reads X-User.
+		{"hash peer header", []string{"compare", "--local", "2", "--policies", "nu", "--peers", "haproxy-hash", "--keys", "5", "--key-header", "X-Other"}, "haproxy-hash hashes the X-User header"},
 		// Both limits.
 		{"both limits", []string{"capacity", "--limit", "1s", "--limit-from", "nu@1", "x.csv"}, "not both"},
 		// capacity without its file.
@@ -466,4 +480,42 @@ func TestComparePeerSkipped(t *testing.T) {
 	assert.Contains(t, stderr, "no ratios: the reference test-missing is skipped")
 	assert.Contains(t, stderr, "no capacities: the limit source test-missing is skipped")
 	assert.Contains(t, stderr, "swdctl not found", "the skip came first")
+}
+
+// TestRunKeyedLocalIntegration is the issue's command, small: a keyed
+// workload on a local cluster with affinity, the cohort order and
+// cache-mode apps; the report carries the hit ratio. Skipped without bin/
+// and in -short mode.
+func TestRunKeyedLocalIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short mode: starts a real local cluster")
+	}
+	root := repoRoot(t)
+	for _, b := range []string{"swd", "swdctl", "dummyapp"} {
+		if _, err := os.Stat(filepath.Join(root, "bin", b)); err != nil {
+			t.Skipf("bin/%s is missing: run `make build` to enable this test", b)
+		}
+	}
+	args := []string{"run", "--local", "2", "--swdctl", filepath.Join(root, "bin", "swdctl"),
+		"--affinity", "header:X-User", "--cohort", "--keys", "20", "--cache-size", "10", "--miss-ms", "2",
+		"--rate", "20", "--scale", "0.05", "--warmup", "1s", "--duration", "1s",
+		"--percentiles", "99", "--out", "", "-o", "json", "--progress", "none"}
+	code, stdout, stderr := run(t, nil, args...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "--node-arg=--affinity=header:X-User --node-arg=--cohort=true --node-arg=--cohort-cache=10 --app-arg=--cache-size=10", "the cluster got the flags")
+	var rep loadgen.Report
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
+	require.Len(t, rep.Rows, 1)
+	assert.Zero(t, rep.Rows[0].Errors)
+	var hit *loadgen.Block
+	for i := range rep.Blocks {
+		if strings.HasPrefix(rep.Blocks[i].Title, "cache hit ratio") {
+			hit = &rep.Blocks[i]
+		}
+	}
+	require.NotNil(t, hit, "a hit-ratio block: %+v", rep.Blocks)
+	require.Len(t, hit.Cells, 1)
+	// 20 keys over 2 nodes, 10 cached per app: with affinity each app sees
+	// its ~10 keys, which fit, so nearly every lookup after the warm-up hits.
+	assert.Greater(t, hit.Cells[0].Value, 0.5)
 }

@@ -22,6 +22,7 @@ type measureFlags struct {
 	load    loadFlags
 	cluster clusterFlags
 	report  reportFlags
+	keys    keyFlags
 }
 
 func (m *measureFlags) add(cmd *cobra.Command) {
@@ -30,6 +31,7 @@ func (m *measureFlags) add(cmd *cobra.Command) {
 	m.load.add(fs)
 	m.cluster.add(fs)
 	m.report.add(fs, "loadgen-out", true)
+	m.keys.add(fs)
 }
 
 func newRunCommand(e *env) *cobra.Command {
@@ -188,6 +190,10 @@ func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, 
 	if err := m.cluster.check(); err != nil {
 		return err
 	}
+	if rc.Keys, err = m.keys.spec(fs, m.cluster.local > 0); err != nil {
+		return err
+	}
+	rc.Apps = m.keys.apps
 	rep, err := m.report.parse()
 	if err != nil {
 		return err
@@ -200,6 +206,9 @@ func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, 
 	peers, skipped, reference, err := pf.resolve(e, pols, m.cluster.local > 0)
 	if err != nil {
 		return err
+	}
+	if slices.Contains(pf.peers, "haproxy-hash") && rc.Keys.Header != loadgen.HashPeerHeader {
+		return usagef("haproxy-hash hashes the %s header: use --key-header %s", loadgen.HashPeerHeader, loadgen.HashPeerHeader)
 	}
 	systems := append(append([]string(nil), pols...), peers...)
 	if from := rep.limits.From; from != "" {
@@ -227,6 +236,7 @@ func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, 
 		lc := loadgen.DefaultLocalConfig()
 		lc.Swdctl, lc.Nodes, lc.AppMode, lc.ReadyTimeout, lc.Stderr = m.cluster.swdctl, m.cluster.local, m.cluster.appMode, m.cluster.localTimeout, e.stderr
 		lc.Concurrency, lc.AppConcurrency = m.cluster.concurrency, m.cluster.concurrency
+		lc.ExtraArgs = m.keys.localArgs()
 		if err := lc.Validate(); err != nil {
 			return usageError{err}
 		}
@@ -242,6 +252,11 @@ func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, 
 			}
 		}()
 		sc.Endpoints = loadgen.Endpoints{Targets: cluster.Targets(), Dispatcher: cluster.DispatcherHTTP()}
+		if m.keys.cacheN > 0 {
+			if sc.Run.Apps, err = cluster.Apps(); err != nil {
+				return err
+			}
+		}
 		sc.Switcher = &loadgen.GRPCSwitcher{Control: cluster.Control(), DispatcherControl: cluster.DispatcherGRPC(), Token: m.cluster.token}
 		where = "on a local cluster of " + nodes(lc.Nodes)
 		if len(peers) > 0 {
@@ -274,6 +289,14 @@ func (m *measureFlags) measure(ctx context.Context, e *env, cmd *cobra.Command, 
 		MaxErrorRate: m.report.maxErrorRate,
 		Reference:    reference,
 		Notes:        skipped,
+	}
+	if hits := hitBlock(res.Runs); hits != nil {
+		report.Blocks = append(report.Blocks, *hits)
+	}
+	for _, r := range res.Runs {
+		if r.CacheErr != nil {
+			report.Notes = append(report.Notes, fmt.Sprintf("no hit ratio for %s at %s req/s: %v", r.Row.Policy, loadgen.FormatRate(r.Row.Rate), r.CacheErr))
+		}
 	}
 	if lag := lagBlock(res.Runs); lag != nil {
 		report.Blocks = append(report.Blocks, *lag)

@@ -397,3 +397,20 @@ func rawHTTP(t *testing.T, addr string, data []byte, linger time.Duration) rawAn
 	a.Closed = err == nil || !(errors.As(err, &ne) && ne.Timeout())
 	return a
 }
+
+// member starts an swd (and its dummyapp) named name that joins n0's
+// cluster, and waits until n0 counts it as a member: forged transfers in
+// these tests claim to come from it (no node takes a transfer naming
+// itself). ctl is how to reach n0's Control service.
+func member(t *testing.T, n0 *node, ctl grpc.DialOption, name string, args ...string) *node {
+	t.Helper()
+	n := startSwd(t, swdOpts{Name: name, App: startApp(t, "app-"+name), Join: n0.Gossip, Args: args})
+	cl := swdv1.NewControlClient(testutil.Dial(t, n0.GRPC, ctl))
+	waitFor(t, n0.p, name+" to join", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s, err := cl.Status(ctx, &swdv1.StatusRequest{})
+		return err == nil && s.GetMembers() >= 2
+	})
+	return n
+}

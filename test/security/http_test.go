@@ -72,6 +72,11 @@ func TestMalformedHTTPRefused(t *testing.T) {
 		{"unknown transfer coding", "POST /work?ms=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n" + inner, http.StatusNotImplemented, ""},
 		// Transfer-Encoding twice
 		{"two Transfer-Encoding headers", "POST /work?ms=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + inner, http.StatusNotImplemented, ""},
+		// issue 17, item 6: the same smuggling with bare-LF line ends,
+		// which net/http accepts
+		{"bare LF Content-Length and Transfer-Encoding", "POST /work?ms=1 HTTP/1.1\nHost: x\nContent-Length: " +
+			strconv.Itoa(len("0\n\n"+inner)) + "\nTransfer-Encoding: chunked\n\n0\n\n" + inner, http.StatusBadRequest, ""},
+		{"bare LF obs-fold", "GET /work?ms=1 HTTP/1.1\nHost: x\nX-A: a\n b\n\n", http.StatusBadRequest, ""},
 		// a chunked body with an invalid chunk size
 		{"malformed chunked body", "POST /work?ms=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", http.StatusBadRequest, ""},
 	}

@@ -58,9 +58,10 @@ func tlsMixed(t *testing.T, certDir, name, caDir string) grpc.DialOption {
 func TestMTLSRefusesClientsWithoutValidCertificate(t *testing.T) {
 	binDir(t)
 	t.Parallel()
-	good := certsInit(t, "node-0", "admin")
-	rogue := certsInit(t, "node-0", "admin") // another CA, same names
+	good := certsInit(t, "node-0", "node-1", "admin")
+	rogue := certsInit(t, "node-0", "node-1", "admin") // another CA, same names
 	nd := oneNode(t, "node-0", tlsFlags(good, "node-0")...)
+	member(t, nd, mtls(t, good, "admin"), "node-1", tlsFlags(good, "node-1")...)
 
 	cases := []struct {
 		name string
@@ -87,7 +88,7 @@ func TestMTLSRefusesClientsWithoutValidCertificate(t *testing.T) {
 			require.Error(t, err, "Control.Status must fail")
 			assert.Equal(t, codes.Unavailable, status.Code(err), "handshake failure expected, got %v", err)
 
-			_, err = forward(cc, workRequest("node-0"))
+			_, err = forward(cc, workRequest("node-1"))
 			require.Error(t, err, "Transfer.Forward must fail")
 			assert.Equal(t, codes.Unavailable, status.Code(err), "handshake failure expected, got %v", err)
 		})
@@ -96,16 +97,16 @@ func TestMTLSRefusesClientsWithoutValidCertificate(t *testing.T) {
 
 	// The control: a client with a certificate from the CA gets through on
 	// Control; on Transfer only with the certificate of the member it
-	// sends as (the node itself here).
+	// sends as (node-1 here).
 	cc := testutil.Dial(t, nd.GRPC, mtls(t, good, "admin"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	st, err := swdv1.NewControlClient(cc).Status(ctx, &swdv1.StatusRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, "node-0", st.GetNode())
-	_, err = forward(cc, workRequest("node-0"))
+	_, err = forward(cc, workRequest("node-1"))
 	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "an operator's certificate must not send as a node: %v", err)
-	a, err := forward(testutil.Dial(t, nd.GRPC, mtls(t, good, "node-0")), workRequest("node-0"))
+	a, err := forward(testutil.Dial(t, nd.GRPC, mtls(t, good, "node-1")), workRequest("node-1"))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, a.Status)
 	assert.EqualValues(t, 1, testutil.AppStats(t, nd.App).Served)

@@ -27,15 +27,16 @@ import (
 func TestForgedTransferNamingAnotherHostStaysLocal(t *testing.T) {
 	binDir(t)
 	t.Parallel()
-	dir := certsInit(t, "node-0", "admin")
+	dir := certsInit(t, "node-0", "node-1", "admin")
 	evil := startApp(t, "evil")
 	nd := oneNode(t, "node-0", tlsFlags(dir, "node-0")...)
-	// The forger holds the member's own certificate: the strongest
-	// position short of the CA key.
-	cc := testutil.Dial(t, nd.GRPC, mtls(t, dir, "node-0"))
+	member(t, nd, mtls(t, dir, "admin"), "node-1", tlsFlags(dir, "node-1")...)
+	// The forger holds a member's certificate: the strongest position
+	// short of the CA key.
+	cc := testutil.Dial(t, nd.GRPC, mtls(t, dir, "node-1"))
 
 	with := func(f func(m *swdv1.ForwardRequest)) *swdv1.ForwardRequest {
-		m := workRequest("node-0") // the node itself is always a member
+		m := workRequest("node-1")
 		f(m)
 		return m
 	}
@@ -177,9 +178,10 @@ func TestGRPCMaxMessageSize(t *testing.T) {
 	binDir(t)
 	t.Parallel()
 	nd := oneNode(t, "node-0", "--grpc-max-message", "65536")
+	member(t, nd, testutil.Plaintext(), "node-1")
 	cc := testutil.Dial(t, nd.GRPC, testutil.Plaintext())
 
-	big := workRequest("node-0")
+	big := workRequest("node-1")
 	big.Method = http.MethodPost
 	big.Body = bytes.Repeat([]byte("x"), 128<<10)
 	_, err := forward(cc, big)
@@ -190,7 +192,7 @@ func TestGRPCMaxMessageSize(t *testing.T) {
 	assert.Zero(t, s.Served)
 	assert.Zero(t, s.BodyBytes)
 
-	small := workRequest("node-0")
+	small := workRequest("node-1")
 	small.Method = http.MethodPost
 	small.Body = bytes.Repeat([]byte("x"), 16<<10)
 	a, err := forward(cc, small)
