@@ -51,7 +51,7 @@ lint: tools cross deadcode ## go vet, gofmt check, staticcheck, govulncheck, cro
 # must stay free of OS-specific code; everything else must at least build on
 # macOS (swdctl, loadgen and the local cluster run there, without Linux's
 # parent-death signal).
-PORTABLE := ./internal/policy/... ./internal/sim/... ./internal/queue/... ./internal/workload/... ./internal/stats/... ./internal/swderr/... ./internal/affinity/... ./internal/cohort/...
+PORTABLE := ./internal/policy/... ./internal/sim/... ./internal/queue/... ./internal/workload/... ./internal/stats/... ./internal/swderr/... ./internal/affinity/... ./internal/cohort/... ./internal/cost/...
 
 deadcode: tools ## functions no program or test reaches (deadcode -test): fails unless there are none
 	@out=$$($(TOOLS)/deadcode -test ./...) || exit 1; if [ -n "$$out" ]; then echo "$$out"; echo "unreachable code: delete it or use it"; exit 1; fi
@@ -60,15 +60,19 @@ cross: ## GOOS=darwin go build ./... and GOOS=windows go vet of the portable pac
 	GOOS=darwin $(GO) build ./...
 	GOOS=windows $(GO) vet $(PORTABLE)
 
-bench: build ## print performance figures: micro-benchmarks, swd's added latency and throughput, one transfer hop
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/queue/ ./internal/policy/ ./internal/sim/ ./internal/cohort/
+bench: build ## print performance figures: micro-benchmarks, swd's added latency and throughput, one transfer hop, core placement (pinned apart vs unpinned)
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/queue/ ./internal/policy/ ./internal/sim/ ./internal/cohort/ ./internal/cost/
 	$(GO) run ./test/bench/proxy
+	$(GO) run ./test/bench/pinning --bin-dir $(BIN)
 
 bench-conns: build ## swd's memory with ~20,000 idle client connections (RSS before/after)
 	$(GO) run ./test/bench/conns --bin-dir $(BIN)
 
 bench-transfers: build ## transfers per request of ll, nu, nu-exact at 50 % and 90 % load, real cluster vs simulator
 	$(GO) run ./test/bench/transfers --bin-dir $(BIN)
+
+bench-work: build ## the work load index on a real 8-node cluster: mixed workload at 80 % load, p99 under --load-index count vs work, learnt costs (~13 min)
+	$(GO) run ./test/bench/work --bin-dir $(BIN)
 
 bench-goodput: build ## goodput at 1x, 2x and 5x capacity for every policy (no congestion collapse)
 	$(GO) run ./test/bench/goodput --bin-dir $(BIN)

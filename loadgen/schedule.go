@@ -121,8 +121,10 @@ func (p *SchedulePacer) Offset(k uint64) (time.Duration, bool) {
 }
 
 // Targeter hands vegeta one request per arrival: the k-th call gets
-// GET base[k mod len(base)] + path + "?ms=" + size of arrival k. Calls past
-// the schedule's end return vegeta.ErrNoTargets.
+// GET base[k mod len(base)] + path + "?ms=" + size of arrival k; in a mixed
+// workload (classes), path + "/" + the arrival's class name + "?ms=...", so
+// each class is a route of its own (dummyapp serves /work/NAME as /work).
+// Calls past the schedule's end return vegeta.ErrNoTargets.
 //
 // Requests launched within microseconds of each other (a burst) may reach
 // vegeta's sequence numbers in a slightly different order than they took
@@ -131,6 +133,8 @@ type Targeter struct {
 	bases []string
 	path  string
 	sizes []float64
+	paths []string // per class: path + "/" + name; nil without classes
+	class []uint8  // per arrival (with classes)
 	next  atomic.Uint64
 	// keys, if set, is the key of each arrival (see Keyed).
 	keys    []int
@@ -173,7 +177,20 @@ func NewTargeter(s Schedule, bases []string, path string) (*Targeter, error) {
 	for i, a := range s.Arrivals {
 		sizes[i] = a.SizeMs
 	}
-	return &Targeter{bases: clean, path: path, sizes: sizes}, nil
+	tg := &Targeter{bases: clean, path: path, sizes: sizes}
+	if cs := s.Spec.Classes; len(cs) > 0 {
+		if len(cs) > math.MaxUint8 {
+			return nil, fmt.Errorf("workload has %d classes, at most %d", len(cs), math.MaxUint8)
+		}
+		for _, c := range cs {
+			tg.paths = append(tg.paths, strings.TrimRight(path, "/")+"/"+c.Name)
+		}
+		tg.class = make([]uint8, len(s.Arrivals))
+		for i, a := range s.Arrivals {
+			tg.class[i] = uint8(a.Class)
+		}
+	}
+	return tg, nil
 }
 
 // Target fills t with the next request; it is a vegeta.Targeter.
@@ -183,7 +200,11 @@ func (tg *Targeter) Target(t *vegeta.Target) error {
 		return vegeta.ErrNoTargets
 	}
 	t.Method = http.MethodGet
-	t.URL = tg.bases[k%uint64(len(tg.bases))] + tg.path + "?ms=" + FormatMs(tg.sizes[k])
+	path := tg.path
+	if tg.paths != nil {
+		path = tg.paths[tg.class[k]]
+	}
+	t.URL = tg.bases[k%uint64(len(tg.bases))] + path + "?ms=" + FormatMs(tg.sizes[k])
 	t.Body = nil
 	t.Header = nil
 	if tg.keys != nil {

@@ -222,3 +222,23 @@ func TestNormalizeBase(t *testing.T) {
 		assert.Equal(t, c.want, got)
 	}
 }
+
+// TestTargeterMixedClasses: in a mixed workload each arrival goes to its
+// class's path, /work/NAME, with its size.
+func TestTargeterMixedClasses(t *testing.T) {
+	s, err := NewSchedule(spec(t, "mixed"), 200, 4, 0, 5*time.Second)
+	require.NoError(t, err)
+	tg, err := NewTargeter(s, []string{"127.0.0.1:1"}, "/work")
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for k, a := range s.Arrivals {
+		var tgt vegeta.Target
+		require.NoError(t, tg.Target(&tgt))
+		name := s.Spec.Classes[a.Class].Name
+		assert.Equal(t, "http://127.0.0.1:1/work/"+name+"?ms="+FormatMs(a.SizeMs), tgt.URL, "arrival %d", k)
+		seen[name]++
+	}
+	assert.Positive(t, seen["light"])
+	assert.Positive(t, seen["heavy"])
+	assert.Greater(t, seen["light"], 5*seen["heavy"], "90 %% light")
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/swd-project/swd/internal/config"
+	"github.com/swd-project/swd/internal/cpuset"
 	"github.com/swd-project/swd/internal/dummyapp"
 )
 
@@ -63,6 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 func newCommand(stderr io.Writer, lookupEnv func(string) (string, bool)) *cobra.Command {
 	cfg := dummyapp.DefaultConfig()
 	mode := string(cfg.Mode)
+	var cpus string
 	cmd := &cobra.Command{
 		Use:   "dummyapp",
 		Short: "Stand-in application: spends a requested service time per request",
@@ -93,6 +95,16 @@ environment over file.`,
 			if err != nil {
 				return err
 			}
+			if cpus != "" { // before busy mode calibrates its loop
+				set, err := cpuset.Parse(cpus)
+				if err != nil {
+					return usageError{fmt.Errorf("--cpus: %w", err)}
+				}
+				if err := cpuset.Apply(set); err != nil {
+					return fmt.Errorf("--cpus: %w", err)
+				}
+				logger.Info("pinned to CPUs", "cpus", cpuset.Format(set))
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			app, err := dummyapp.New(cfg, logger)
@@ -120,6 +132,7 @@ environment over file.`,
 	fs.StringVar(&cfg.CacheHeader, "cache-header", cfg.CacheHeader, "cache mode: the header carrying a request's key")
 	fs.DurationVar(&cfg.Calibration, "calibration", cfg.Calibration, "how long busy mode calibrates its loop at start")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest wait for requests in progress on SIGTERM/SIGINT")
+	fs.StringVar(&cpus, "cpus", "", "pin the app's threads to these CPUs (Linux), e.g. 1 or 1-3, to keep it off swd's cores; empty: no pinning")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "text or json")
 	config.AddConfigFlag(fs)

@@ -19,6 +19,7 @@ import (
 	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/cohort"
 	"github.com/swd-project/swd/internal/config"
+	"github.com/swd-project/swd/internal/cpuset"
 	"github.com/swd-project/swd/internal/node"
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/tlsutil"
@@ -44,6 +45,7 @@ type flags struct {
 	staleAfter time.Duration
 	hostName   string
 	fwd        forwarding
+	cpus       string
 	// affinity and cohortPriority are parsed in run (docs/affinity.md).
 	affinity, cohortPriority string
 }
@@ -133,6 +135,11 @@ environment, which wins over the file.`,
 	fs.IntVar(&c.MaxConcurrentStreams, "max-concurrent-streams", c.MaxConcurrentStreams, "most concurrent HTTP/2 streams per client connection")
 	fs.IntVar(&c.MaxConnections, "max-connections", 0, "most concurrent client connections (0: no cap); an idle keep-alive connection costs about 24 KiB")
 	fs.IntVar(&c.GRPCMaxMessageSize, "grpc-max-message", c.GRPCMaxMessageSize, "largest gRPC message in bytes")
+	fs.StringVar(&c.LoadIndex, "load-index", c.LoadIndex, `what transfer policies plan on and gossip carries: "count" (requests) or "work" (predicted work: each request's learnt route cost)`)
+	fs.IntVar(&c.Cost.Theta, "cost-theta", c.Cost.Theta, "completions of a route averaged before its learnt cost becomes a moving average (SPLiT's theta)")
+	fs.Float64Var(&c.Cost.Weight, "cost-weight", c.Cost.Weight, "the learnt cost's moving-average weight of the old value (SPLiT's w), in [0, 1)")
+	fs.StringArrayVar(&c.Routes.Patterns, "route", nil, "a route in net/http ServeMux pattern syntax, e.g. 'GET /items/{id}' (repeatable); other requests are routes by method and path, the first 64 learnt")
+	fs.StringVar(&f.cpus, "cpus", "", "pin swd's threads to these CPUs (Linux), e.g. 0 or 0,2-3, to keep it off the app's cores; empty: no pinning")
 	fs.StringVar(&f.affinity, "affinity", "", "key of a request for affinity: header:NAME or cookie:NAME; a keyed request runs on its home node (rendezvous hash over the ring) unless that node is past the load bound")
 	fs.Float64Var(&c.Affinity.Factor, "affinity-factor", c.Affinity.Factor, "load bound factor c: a node holding c x the mean load plus --affinity-slack takes no more keyed requests (HAProxy's hash-balance-factor / 100)")
 	fs.IntVar(&c.Affinity.Slack, "affinity-slack", c.Affinity.Slack, "requests added to the load bound, so that short queues at low load are not overload")
@@ -158,6 +165,16 @@ func run(ctx context.Context, f *flags, stderr io.Writer) error {
 	log, err := config.NewLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
+	}
+	if f.cpus != "" {
+		cpus, err := cpuset.Parse(f.cpus)
+		if err == nil {
+			err = cpuset.Apply(cpus)
+		}
+		if err != nil {
+			return fmt.Errorf("--cpus: %w", err)
+		}
+		log.Info("pinned to CPUs", "cpus", cpuset.Format(cpus))
 	}
 	c := f.cfg
 	c.Logger = log

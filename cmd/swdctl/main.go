@@ -251,6 +251,9 @@ func statusCmd(g *globals) *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			if err := printRoutes(out, s.GetRoutes()); err != nil {
+				return err
+			}
 			keys := make([]string, 0, len(s.GetCounters()))
 			for k := range s.GetCounters() {
 				keys = append(keys, k)
@@ -289,6 +292,7 @@ func statusJSON(s *swdv1.StatusResponse) any {
 		"policy": policyJSON(s.GetPolicy()), "queue_length": s.GetQueueLength(), "in_flight": s.GetInFlight(),
 		"concurrency": s.GetConcurrency(), "members": s.GetMembers(), "draining": s.GetDraining(),
 		"version": s.GetVersion(), "view": view, "counters": s.GetCounters(),
+		"routes": routesJSON(s.GetRoutes()),
 	}
 }
 

@@ -13,12 +13,12 @@ import (
 )
 
 func planCmd(g *globals) *cobra.Command {
-	var name, loads, handoff string
+	var name, loads, handoff, costs string
 	var m int
 	var service time.Duration
 	var body int64
 	cmd := &cobra.Command{
-		Use:   "plan --policy NAME --loads 5,0,3,8",
+		Use:   "plan --policy NAME --loads 5,0,3,8 | --costs 310:310:310,10:10:10,,10",
 		Short: "Print what every node would transfer if all ran a policy at once on an exact view",
 		Long: `plan runs the daemon's own policy code for every node of the given load
 vector (node IDs are absolute ring IDs) and prints the transfers and the loads
@@ -27,9 +27,16 @@ after them. It contacts no node.
 With --service (the app's mean service time) it applies the transfer-cost
 rule the daemon applies (swd --transfer-cost measured): a request moves only
 if the wait it saves exceeds its hand-off cost (--handoff, by body size) for
-its body (--body, every waiting request's); moves it keeps home are counted.`,
+its body (--body, every waiting request's); moves it keeps home are counted.
+
+With --costs instead of --loads it plans under --load-index work: each node's
+requests are given by their predicted costs in ms, head of the queue first
+(colons between requests, commas between nodes); the first --concurrency of a
+node's requests are in service and never move. It prints the requests and
+the work each transfer carries and every node's requests and work after.`,
 		Example: `  swdctl plan --policy nu --loads 5,0,3,8
-  swdctl plan --policy nu --loads 5,0,3,8 --service 40ms --body 1MiB --handoff 1KiB=0.4ms,1MiB=50ms`,
+  swdctl plan --policy nu --loads 5,0,3,8 --service 40ms --body 1MiB --handoff 1KiB=0.4ms,1MiB=50ms
+  swdctl plan --policy nu --costs 310:310:310,10:10:10,10:10:10,10:10:10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := policy.Lookup(name)
@@ -39,13 +46,26 @@ its body (--body, every waiting request's); moves it keeps home are counted.`,
 			if p.Kind != policy.KindTransfer && p.Kind != policy.KindNone {
 				return fmt.Errorf("policy %s dispatches arrivals and moves nothing queued; plan a transfer policy (ll, nu, nu-exact) or none", name)
 			}
-			vec, err := parseLoads(loads)
-			if err != nil {
-				return err
+			if (loads == "") == (costs == "") {
+				return fmt.Errorf("give --loads (requests per node) or --costs (each request's cost per node), not both or neither")
 			}
 			planner := p.Planner
 			if planner == nil {
 				planner = policy.PlannerFunc(func(policy.View) []policy.Move { return nil })
+			}
+			if costs != "" {
+				if service > 0 {
+					return fmt.Errorf("--costs plans under the work load index; the transfer-cost rule (--service) is not applied to it")
+				}
+				cs, err := parseCosts(costs)
+				if err != nil {
+					return err
+				}
+				return planWork(cmd.OutOrStdout(), planner, cs, m, g.output == "json")
+			}
+			vec, err := parseLoads(loads)
+			if err != nil {
+				return err
 			}
 			var plan policy.ClusterPlan
 			if service > 0 {
@@ -81,12 +101,12 @@ its body (--body, every waiting request's); moves it keeps home are counted.`,
 		},
 	}
 	cmd.Flags().StringVar(&name, "policy", "nu", "policy to plan: "+strings.Join(policy.Names(), ", "))
-	cmd.Flags().StringVar(&loads, "loads", "", "comma-separated load index of nodes 0..n-1 (required)")
+	cmd.Flags().StringVar(&loads, "loads", "", "comma-separated load index of nodes 0..n-1")
+	cmd.Flags().StringVar(&costs, "costs", "", "plan on work: each node's requests' predicted costs in ms, head first, colon-separated; nodes comma-separated")
 	cmd.Flags().IntVar(&m, "concurrency", 1, "m of every node: requests in service that cannot move")
 	cmd.Flags().DurationVar(&service, "service", 0, "the app's mean service time: applies the transfer-cost rule (0: off)")
 	cmd.Flags().StringVar(&handoff, "handoff", "", "hand-off cost by body size for the rule, ascending: SIZE=DURATION,... (SIZE in bytes, or with KiB or MiB)")
 	cmd.Flags().Var(byteSize{&body}, "body", "body size of every waiting request for the rule (bytes, or with KiB or MiB)")
-	_ = cmd.MarkFlagRequired("loads")
 	_ = cmd.RegisterFlagCompletionFunc("policy", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return policy.Names(), cobra.ShellCompDirectiveNoFileComp
 	})

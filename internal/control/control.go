@@ -56,6 +56,18 @@ type Status struct {
 	// an event, by key: "requests/<outcome>", "rejections/<reason>",
 	// "transfers/<direction>/<outcome>/<peer>".
 	Counters map[string]uint64
+	// Routes is what the node learnt per route (internal/route), in route
+	// ID order.
+	Routes []RouteStat
+}
+
+// RouteStat is one route's learnt state (StatusResponse.routes).
+type RouteStat struct {
+	Name string
+	// Cost is the route's learnt service time and Samples how many
+	// completions it learnt from (internal/cost).
+	Cost    time.Duration
+	Samples uint64
 }
 
 // PolicyHolder holds the policy in force.
@@ -185,6 +197,9 @@ func (s *Service) Status(_ context.Context, req *swdv1.StatusRequest) (*swdv1.St
 		Draining:    own.Draining,
 		Version:     own.Version,
 		Members:     int32(s.r.Members.Members()),
+	}
+	for _, r := range own.Routes {
+		resp.Routes = append(resp.Routes, &swdv1.RouteStat{Name: r.Name, CostSeconds: r.Cost.Seconds(), Samples: r.Samples})
 	}
 	for _, p := range s.r.Members.Peers() {
 		if p.Self {

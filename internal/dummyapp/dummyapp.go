@@ -22,6 +22,9 @@
 //	                    Concurrency > 0 and QueueLimit requests already
 //	                    wait. A request body is read and discarded (its
 //	                    size is counted).
+//	ANY  /work/NAME?ms=X the same: NAME (any path) lets a caller give
+//	                    requests of different kinds routes of their own
+//	                    (the load generator's mixed workloads)
 //	GET  /stats         JSON Stats
 //	POST /stats/reset   zero served/cancelled/body_bytes/cache_hits/cache_misses,
 //	                    max_in_flight := in_flight
@@ -145,6 +148,7 @@ func New(cfg Config, logger *slog.Logger) (*App, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/work", a.handleWork)
+	mux.HandleFunc("/work/{route...}", a.handleWork) // the same, under a route of the caller's choosing
 	mux.HandleFunc("GET /stats", a.handleStats)
 	mux.HandleFunc("POST /stats/reset", a.handleReset)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -135,6 +135,10 @@ func TestHandler(t *testing.T) {
 		{name: "put", method: "PUT", target: "/work?ms=0", wantStatus: 200, serviceMs: true},
 		// exponent notation parses
 		{name: "exponent", method: "GET", target: "/work?ms=1e0", wantStatus: 200, serviceMs: true},
+		// /work/NAME is /work under a route of the caller's (mixed workloads)
+		{name: "named route", method: "GET", target: "/work/heavy?ms=1", wantStatus: 200, wantBody: `"requested_ms":1`, serviceMs: true},
+		{name: "deeper route", method: "GET", target: "/work/a/b?ms=0", wantStatus: 200, serviceMs: true},
+		{name: "named route, bad ms", method: "GET", target: "/work/light?ms=x", wantStatus: 400, wantBody: "not a number"},
 		// no ms at all
 		{name: "missing ms", method: "GET", target: "/work", wantStatus: 400, wantBody: "missing ms"},
 		// ms present but empty

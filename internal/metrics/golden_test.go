@@ -56,6 +56,8 @@ var golden = map[string]family{
 	"swd_response_body_bytes":       {dto.MetricType_HISTOGRAM, []string{"edge"}},
 	"swd_transfer_bytes_total":      {dto.MetricType_COUNTER, []string{"body", "direction", "peer"}},
 	"swd_transfer_handoff_seconds":  {dto.MetricType_HISTOGRAM, []string{"size"}},
+	"swd_work_seconds":              {dto.MetricType_GAUGE, nil},
+	"swd_route_cost_seconds":        {dto.MetricType_GAUGE, []string{"route"}},
 }
 
 // goldenRuntime pins the Go and process collector families SWD's docs and
@@ -76,7 +78,9 @@ var goldenRuntime = map[string]family{
 
 // boundedValues lists, per family and label, every value the label may
 // take. "<node>" stands for a cluster member's node name (bounded by the
-// cluster's size), "<epoch>" for the one current policy epoch.
+// cluster's size), "<epoch>" for the one current policy epoch, "<route>"
+// for a route's name (bounded by the route table: the operator's patterns,
+// at most route.Config.MaxLearnt learnt ones, and "other").
 var boundedValues = map[string]map[string][]string{
 	"swd_requests_total": {"outcome": strs(
 		metrics.OutcomeLocal, metrics.OutcomeRemote, metrics.OutcomeRejected,
@@ -109,6 +113,7 @@ var boundedValues = map[string]map[string][]string{
 	"swd_transfer_handoff_seconds":  {"size": strs(metrics.SizeClasses...)},
 	"swd_affinity_placements_total": {"placement": strs(metrics.Placements...)},
 	"swd_cohort_picks_total":        {"class": metrics.CohortClasses},
+	"swd_route_cost_seconds":        {"route": {"<route>"}},
 }
 
 // strs lists label values of one of the label types as strings.
@@ -130,6 +135,8 @@ func exercised(t *testing.T) *metrics.Metrics {
 		Members:     func() float64 { return 4 },
 		ViewAges:    func() map[string]float64 { return map[string]float64{"node-1": 0.02, "node-2": 0.04} },
 		Concurrency: func() float64 { return 1 },
+		RouteCosts:  func() map[string]float64 { return map[string]float64{"GET /work/light": 0.01, "GET /work/heavy": 0.31} },
+		Work:        func() float64 { return 0.64 },
 		GossipDropped: func() map[string]float64 {
 			return map[string]float64{"malformed": 1, "foreign": 0}
 		},
@@ -237,12 +244,20 @@ func TestLiveGauges(t *testing.T) {
 		ages[s.GetLabel()[0].GetValue()] = s.GetGauge().GetValue()
 	}
 	assert.Equal(t, map[string]float64{"node-1": 0.02, "node-2": 0.04}, ages)
+	assert.InDelta(t, 0.64, value(mfs, "swd_work_seconds"), 0)
+	costs := map[string]float64{}
+	for _, s := range mfs["swd_route_cost_seconds"].GetMetric() {
+		costs[s.GetLabel()[0].GetValue()] = s.GetGauge().GetValue()
+	}
+	assert.Equal(t, map[string]float64{"GET /work/light": 0.01, "GET /work/heavy": 0.31}, costs)
 
 	mfs = scrape(t, metrics.New(metrics.Live{}))
 	assert.InDelta(t, 0.0, value(mfs, "swd_queue_length"), 0)
 	assert.InDelta(t, 0.0, value(mfs, "swd_in_flight"), 0)
 	assert.InDelta(t, 0.0, value(mfs, "swd_cluster_members"), 0)
+	assert.InDelta(t, 0.0, value(mfs, "swd_work_seconds"), 0)
 	assert.NotContains(t, mfs, "swd_gossip_view_age_seconds")
+	assert.NotContains(t, mfs, "swd_route_cost_seconds")
 }
 
 // swd_policy_info keeps exactly one series however often the policy

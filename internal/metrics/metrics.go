@@ -123,6 +123,11 @@ type Live struct {
 	GossipDropped func() map[string]float64
 	// ViewAges returns each peer's entry age in seconds, by peer name.
 	ViewAges func() map[string]float64
+	// RouteCosts returns each learnt route's cost in seconds, by route
+	// name (bounded: the route table's patterns and learnt routes, capped).
+	RouteCosts func() map[string]float64
+	// Work is the node's predicted work in seconds (internal/cost).
+	Work func() float64
 	// CohortPicks returns the cohort order's grants by class (nil: off).
 	CohortPicks func() map[string]float64
 }
@@ -203,6 +208,8 @@ func New(live Live) *Metrics {
 		gauge("swd_in_flight", "Requests this node's app is serving.", live.InFlight),
 		gauge("swd_cluster_members", "Alive cluster members this node sees, itself included.", live.Members),
 		&ageCollector{f: live.ViewAges},
+		gauge("swd_work_seconds", "Predicted work this node holds: its waiting requests' learnt costs plus the predicted rest of those in service (the work load index).", live.Work),
+		&routeCostCollector{f: live.RouteCosts},
 		m.placements, &cohortCollector{f: live.CohortPicks},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -376,5 +383,21 @@ func (c *ageCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for peer, age := range c.f() {
 		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, age, peer)
+	}
+}
+
+var routeCostDesc = prometheus.NewDesc("swd_route_cost_seconds",
+	"Learnt service time at the app of each route (SPLiT's statistic: mean, then moving average).", []string{"route"}, nil)
+
+type routeCostCollector struct{ f func() map[string]float64 }
+
+func (c *routeCostCollector) Describe(ch chan<- *prometheus.Desc) { ch <- routeCostDesc }
+
+func (c *routeCostCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.f == nil {
+		return
+	}
+	for route, v := range c.f() {
+		ch <- prometheus.MustNewConstMetric(routeCostDesc, prometheus.GaugeValue, v, route)
 	}
 }

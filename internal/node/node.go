@@ -31,11 +31,13 @@ import (
 	"github.com/swd-project/swd/internal/cluster"
 	"github.com/swd-project/swd/internal/cohort"
 	"github.com/swd-project/swd/internal/control"
+	"github.com/swd-project/swd/internal/cost"
 	"github.com/swd-project/swd/internal/flow"
 	"github.com/swd-project/swd/internal/metrics"
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/proxy"
 	"github.com/swd-project/swd/internal/queue"
+	"github.com/swd-project/swd/internal/route"
 	"github.com/swd-project/swd/internal/transfer"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
@@ -114,6 +116,14 @@ type Config struct {
 	// MaxConnections caps concurrent client connections (0: no cap); each
 	// idle keep-alive connection costs about 24 KiB of memory.
 	MaxConnections int
+	// LoadIndex is what transfer policies plan on and what the node
+	// gossips beside its count: "count" (requests, the paper's) or "work"
+	// (predicted work: internal/cost, docs/algorithms.md).
+	LoadIndex string
+	// Cost is the per-route cost statistic (--cost-theta, --cost-weight);
+	// Routes the route table it is kept per (--route patterns).
+	Cost   cost.Config
+	Routes route.Config
 
 	Logger *slog.Logger
 }
@@ -150,6 +160,9 @@ func DefaultConfig() Config {
 		IdleTimeout:          120 * time.Second,
 		MaxConcurrentStreams: 100,
 		GRPCMaxMessageSize:   4 << 20,
+		LoadIndex:            policy.IndexCount.String(),
+		Cost:                 cost.DefaultConfig(),
+		Routes:               route.DefaultConfig(),
 	}
 }
 
@@ -230,6 +243,9 @@ func (c Config) validate() error {
 	if c.ServerCreds == nil && !c.Insecure && !IsLoopback(c.GRPC) {
 		return fmt.Errorf("--grpc %s is beyond loopback without TLS: give --tls-cert/--tls-key/--tls-ca, or --insecure to accept plaintext", c.GRPC)
 	}
+	if err := c.validateCosts(); err != nil {
+		return err
+	}
 	if len(c.Cluster.GossipKey) == 0 && !c.Insecure && !IsLoopback(c.Cluster.GossipAddr) {
 		return fmt.Errorf("--gossip %s is beyond loopback without --gossip-key: anyone who reaches it could join the cluster; "+
 			"give --gossip-key (or SWD_GOSSIP_KEY), or --insecure to accept unauthenticated gossip", c.Cluster.GossipAddr)
@@ -292,6 +308,7 @@ type Node struct {
 	m    *metrics.Metrics
 	ctl  *control.Service
 	hlth *peerHealth
+	cost *costState // nil for a dispatcher
 	// router and cohort are set with --affinity and --cohort.
 	router *router
 	cohort *cohort.Scheduler
@@ -364,6 +381,9 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		n.q = q
+		if n.cost, err = newCostState(cfg); err != nil {
+			return nil, err
+		}
 	}
 	n.m = metrics.New(metrics.Live{
 		QueueLength: func() float64 { return float64(n.waiting()) },
@@ -376,6 +396,8 @@ func New(cfg Config) (*Node, error) {
 		},
 		ViewAges:    n.viewAges,
 		Concurrency: func() float64 { return float64(n.Concurrency()) },
+		RouteCosts:  n.routeCosts,
+		Work:        func() float64 { return n.work().Seconds() },
 		GossipDropped: func() map[string]float64 {
 			if n.cl == nil {
 				return nil
@@ -440,11 +462,12 @@ func (n *Node) Policy() cluster.PolicyStamp {
 }
 
 // Extras implements cluster.LocalState: what the node gossips beyond its
-// load and policy.
+// load and policy: the work load index (work.go) and whether the app is
+// ready (health.go).
 func (n *Node) Extras() cluster.Extras {
-	return cluster.Extras{
-		Unavailable: n.q != nil && !n.readiness.ready(), // the app is not ready (health.go)
-	}
+	x := n.extras()
+	x.Unavailable = n.q != nil && !n.readiness.ready()
+	return x
 }
 
 // The cluster layer reads the node's load and policy directly.
@@ -529,6 +552,7 @@ func (n *Node) Start() error {
 		}
 		n.h.OnTransfer(n.hlth.record)
 		n.h.SetBacklog(n.clusterBacklog)
+		n.h.SetCosts(n.cost.routes, n.cost.table, n.cost.ledger)
 		n.h.SetAppReadiness(n.readiness.ready, n.readiness.markDown)
 		if n.router != nil {
 			n.h.SetRouter(n.router)
@@ -810,6 +834,7 @@ func (n *Node) Status() control.Status {
 		Counters:    counters(n.m.Snapshot(), true),
 		Draining:    n.draining.Load(),
 		Version:     Version,
+		Routes:      n.routeStats(),
 	}
 }
 

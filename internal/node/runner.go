@@ -77,7 +77,7 @@ func (n *Node) tick() {
 		n.drainHandOff(v)
 		return
 	}
-	n.handOff(v, st.p.Planner.Plan(v))
+	n.handOff(v, n.plan(st.p.Planner, v))
 }
 
 // planView is the cluster's view with the peers this node must not

@@ -71,6 +71,9 @@ type uiNode struct {
 	Samples     []uiSample   `json:"samples"`
 	Handoff     []uiHandoff  `json:"handoff"`
 	Routes      []uiRouteRow `json:"routes"`
+	// WorkMs is the member's gossiped predicted work (0 unless it runs
+	// --load-index work).
+	WorkMs float64 `json:"work_ms"`
 }
 
 // uiSample is one second of a member's flows.
@@ -185,7 +188,7 @@ func (n *Node) uiState(ui *uiCluster, sinceMs int64) uiState {
 		nd := uiNode{
 			Name: p.Name, Role: p.Role, RingID: p.RingID, Self: p.Name == n.cfg.NodeName, Load: p.Load, Known: p.Known,
 			AgeMs: float64(p.Age) / 1e6, Policy: p.Policy.Name, Epoch: p.Policy.Epoch, EpochTime: epochTime(p.Policy.Epoch),
-			Samples: []uiSample{}, Handoff: []uiHandoff{}, Routes: []uiRouteRow{},
+			Samples: []uiSample{}, Handoff: []uiHandoff{}, Routes: []uiRouteRow{}, WorkMs: float64(p.Work) / 1e6,
 		}
 		if nd.Role == "" {
 			nd.Role = cluster.RoleNode

@@ -112,6 +112,11 @@ func (n NodeLoad) FreeSlots() int {
 type View struct {
 	Self  int
 	Nodes []NodeLoad
+	// Costs is what work-based planning (PlanWork) reads besides Nodes:
+	// the predicted cost of each of Self's movable waiting requests, in
+	// the order a hand-off takes them (from the tail of its queue). Other
+	// planners ignore it; nil when the node does not plan on work.
+	Costs []time.Duration
 }
 
 // Move says: node From sends Count requests from the tail of its queue to

@@ -184,6 +184,8 @@ type Handler struct {
 	// backlog reports the requests ahead of a new arrival and the slots
 	// serving them (see SetBacklog).
 	backlog func() (ahead, slots int)
+	// cost learns routes' costs and counts the work in service (SetCosts).
+	cost *costs
 	// appReady, if set, says whether the local app is ready: transfers
 	// are refused while it is not; appDown is told when the app refused a
 	// connection (see readiness.go).
@@ -452,6 +454,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t := queue.NewTicket(p, transferable && h.cfg.MaxHops > 0)
+	h.predict(r, t)
 	t.Size = p.bodyBytes()
 	if err := h.push(t, r); err != nil {
 		h.fail(w, r, p, err, start)
@@ -489,6 +492,7 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 		p.body = body
 	}
 	t := queue.NewTicket(p, in.Hops < h.cfg.MaxHops && !in.Dispatched)
+	h.predict(r, t)
 	// The request keeps its place by arrival and the queue deadline it had
 	// where its client called (arrival + --queue-timeout), so a transfer
 	// never extends its wait. An arrival time that cannot be honest (in
@@ -620,6 +624,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p
 func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending) {
 	ctx := r.Context()
 	var began time.Time
+	var serving func(learn bool)
 	var once sync.Once
 	// The app's request does not end when the client leaves: most apps go
 	// on working on a request whose client left, so the slot (m is the
@@ -653,6 +658,9 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 			h.q.Done(t)
 			if ctx.Err() == nil && !began.IsZero() {
 				h.service.observe(time.Since(began))
+			}
+			if serving != nil {
+				serving(ctx.Err() == nil)
 			}
 		})
 	}
@@ -695,6 +703,7 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 		r.ContentLength = size
 	}
 	r = r.WithContext(context.WithValue(ar.trace(actx), ctxKey{}, p))
+	serving = h.startService(t)
 	began = time.Now()
 	cw := &countingWriter{ResponseWriter: w}
 	h.rp.ServeHTTP(cw, r)

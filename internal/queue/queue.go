@@ -185,8 +185,8 @@ type Ticket struct {
 	// the node its client called).
 	Deadline time.Time
 
-	// Attributes for Schedulers and load indices; the queue itself never
-	// reads them. Set by the owner before Push.
+	// Attributes for Schedulers and load indices; the queue itself only
+	// sums Cost (WaitingCost, TailCosts). Set by the owner before Push.
 
 	// Route is the request's route (internal/route ID).
 	Route int
@@ -237,6 +237,9 @@ type Queue struct {
 	nWaiting  atomic.Int64
 	nInFlight atomic.Int64
 	conc      atomic.Int64
+	// waitCost is the sum of the waiting tickets' Cost (the work load
+	// index's waiting part; see WaitingCost).
+	waitCost atomic.Int64
 }
 
 // New returns an empty queue. cfg must be valid.
@@ -345,17 +348,41 @@ func (q *Queue) insert(t *Ticket) {
 		if o.Key < t.Key || (o.Key == t.Key && o.seq < t.seq) {
 			t.elem = q.waiting.InsertAfter(t, e)
 			q.nWaiting.Add(1)
+			q.waitCost.Add(int64(max(t.Cost, 0)))
 			return
 		}
 	}
 	t.elem = q.waiting.PushFront(t)
 	q.nWaiting.Add(1)
+	q.waitCost.Add(int64(max(t.Cost, 0)))
 }
 
 func (q *Queue) remove(t *Ticket) {
 	q.waiting.Remove(t.elem)
 	t.elem = nil
 	q.nWaiting.Add(-1)
+	q.waitCost.Add(-int64(max(t.Cost, 0)))
+}
+
+// WaitingCost is the sum of the waiting tickets' Cost: what the work load
+// index counts for the requests waiting here. Lock-free. (The queue reads
+// no other attribute; Cost must not change while the ticket is queued.)
+func (q *Queue) WaitingCost() time.Duration { return time.Duration(q.waitCost.Load()) }
+
+// TailCosts lists the Cost of up to n waiting tickets that may move, in
+// the order HandOff takes them (from the tail, skipping tickets that may
+// not move): what work-based planning needs to turn work into a count of
+// requests (policy.View.Costs).
+func (q *Queue) TailCosts(n int) []time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []time.Duration
+	for e := q.waiting.Back(); e != nil && len(out) < n; e = e.Prev() {
+		if t := e.Value.(*Ticket); t.Transferable {
+			out = append(out, t.Cost)
+		}
+	}
+	return out
 }
 
 func (q *Queue) slotFree() bool { return q.nInFlight.Load() < q.conc.Load() }

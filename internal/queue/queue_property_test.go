@@ -136,6 +136,21 @@ func (md *model) check() {
 		got = append(got, v.(string))
 	}
 	require.Equal(t, want, got, "waiting order\n%s", md)
+	// The work load index's view of the queue: the waiting tickets' costs
+	// summed, and the movable ones' costs from the tail.
+	var cost time.Duration
+	var tail []time.Duration
+	for i, mt := range md.waiting {
+		cost += mt.tk.Cost
+		if mt := md.waiting[len(md.waiting)-1-i]; mt.tk.Transferable {
+			tail = append(tail, mt.tk.Cost)
+		}
+	}
+	require.Equal(t, cost, md.q.WaitingCost(), "WaitingCost\n%s", md)
+	require.Equal(t, tail, md.q.TailCosts(len(md.waiting)), "TailCosts\n%s", md)
+	if len(tail) > 1 {
+		require.Equal(t, tail[:1], md.q.TailCosts(1), "TailCosts(1)")
+	}
 	require.Equal(t, len(md.waiting), md.q.Waiting(), "Waiting\n%s", md)
 	require.Equal(t, len(md.inFlight), md.q.InFlight(), "InFlight\n%s", md)
 	require.Equal(t, md.q.Waiting()+md.q.InFlight(), md.q.Load(), "Load == Waiting + InFlight")
@@ -151,6 +166,7 @@ func pick[T any](rng *rand.Rand, s []T) T { return s[rng.IntN(len(s))] }
 func (md *model) push() {
 	mt := &mTicket{name: fmt.Sprintf("t%d", len(md.all)), transferable: md.rng.IntN(10) < 7}
 	mt.tk = queue.NewTicket(mt.name, mt.transferable)
+	mt.tk.Cost = time.Duration(len(md.all)+1) * time.Millisecond // distinct, drawn from no random source
 	switch r := md.rng.IntN(10); {
 	case r < 2: // default: push time
 	case r < 4 && len(md.all) > 0: // arrived about when another did
@@ -310,7 +326,8 @@ func (md *model) finish() {
 // TestProperty drives the queue and the model with random operation
 // sequences from fixed seeds and checks, after every operation, the order of
 // waiting tickets (FIFO by key among the waiting; grants from the head, in
-// order), Load == Waiting + InFlight and InFlight <= m; and at the end, that
+// order), Load == Waiting + InFlight, InFlight <= m, WaitingCost and
+// TailCosts against the waiting tickets' costs; and at the end, that
 // every pushed ticket ended exactly once as granted+done, timed out,
 // cancelled, or handed off and not put back.
 func TestProperty(t *testing.T) {

@@ -128,13 +128,16 @@ func (e *engine) moveAt(i int, picks []pick) {
 				continue
 			}
 			s := buf[p]
+			if e.work != nil {
+				e.work.waitW[i] -= e.work.pred[s]
+			}
+			buf[p] = -1
 			if e.onMove != nil {
 				e.onMove(e.rSeq[s], i, pk.to)
 			}
 			e.rHop[s] = true
 			e.movedBytes += e.rBody[s]
 			e.schedule(e.now+e.handoff(e.rBody[s]), evXfer, pk.to, s)
-			buf[p] = -1
 		}
 	}
 	w := first

@@ -278,6 +278,9 @@ type engine struct {
 	snapLoad       []int
 	lastArr        int64
 
+	// work is the work load index's state; nil under count (see work.go).
+	work *workState
+
 	// onDone, when set (tests), sees every completion.
 	onDone func(seq int64, node int, rt time.Duration)
 	// onStart and onMove, when set (tests), see every request handed to
@@ -357,6 +360,10 @@ func newEngine(cfg Config) (*engine, error) {
 	}
 	if e.puller != nil || e.pusher != nil {
 		e.drng = rand.New(rand.NewPCG(cfg.Seed^0x6a09e667f3bcc909, 0xbb67ae8584caa73b))
+	}
+	if cfg.LoadIndex == policy.IndexWork && e.kind == policy.KindTransfer {
+		e.work = newWorkState(e)
+		e.work.pubW = make([]int64, e.n*e.ringK)
 	}
 	if e.holder != nil {
 		e.dOut = make([]int, e.n)
@@ -449,6 +456,9 @@ func (e *engine) alloc() int32 {
 	e.rSeq = append(e.rSeq, 0)
 	e.rHop = append(e.rHop, false)
 	e.rBody = append(e.rBody, 0)
+	if e.work != nil {
+		e.work.grow(len(e.rArr))
+	}
 	return int32(len(e.rArr) - 1)
 }
 
@@ -461,6 +471,9 @@ func (e *engine) arrive() {
 	e.rSeq[s] = seq
 	e.rHop[s] = false
 	e.rBody[s] = e.drawBody()
+	if e.work != nil {
+		e.work.class[s] = int32(e.arr.Class)
+	}
 	if e.now >= e.warmup {
 		if e.firstMeasured < 0 {
 			e.firstMeasured = seq
@@ -517,9 +530,15 @@ func (e *engine) arrive() {
 // tail. A slot reserved for a pull in flight is not free.
 func (e *engine) enqueue(i int, s int32) {
 	e.load[i]++
+	if e.work != nil {
+		e.work.predict(i, s)
+	}
 	if e.busy[i]+e.reserved[i] < e.m {
 		e.start(i, s)
 	} else {
+		if e.work != nil {
+			e.work.waitW[i] += e.work.pred[s]
+		}
 		e.q[i].push(s)
 		if !e.rHop[s] {
 			e.movable[i]++
@@ -533,6 +552,9 @@ func (e *engine) start(i int, s int32) {
 		e.onStart(e.rSeq[s], i)
 	}
 	e.busy[i]++
+	if e.work != nil {
+		e.work.started(i, s, e.now)
+	}
 	e.schedule(e.now+e.rSize[s], evDone, i, s)
 }
 
@@ -544,6 +566,9 @@ func (e *engine) done(i int, s int32) {
 	seq := e.rSeq[s]
 	if e.firstMeasured >= 0 && seq >= e.firstMeasured {
 		e.rts[seq-e.firstMeasured] = rt
+	}
+	if e.work != nil {
+		e.work.finished(i, s, e.rSize[s])
 	}
 	if e.onDone != nil {
 		e.onDone(seq, i, rt)
@@ -570,6 +595,9 @@ func (e *engine) startNext(i int) bool {
 	next := e.q[i].pop()
 	if !e.rHop[next] {
 		e.movable[i]--
+	}
+	if e.work != nil {
+		e.work.waitW[i] -= e.work.pred[next]
 	}
 	e.start(i, next)
 	return true
@@ -640,8 +668,13 @@ func (e *engine) publishEntry(i int, extra bool) {
 	pos := base + (e.pubHead[i]+e.pubCnt[i])%k
 	h := e.headArr(i)
 	e.pubT[pos], e.pubL[pos], e.pubH[pos] = e.now, e.published(i), h
+	var work int64
+	if e.work != nil {
+		work = e.work.work(i, e.now)
+		e.work.pubW[pos] = work
+	}
 	e.pubCnt[i]++
-	e.gossipBytes += int64(e.n-1) * int64(e.wire.datagram(e.wire.entry(e.published(i), 0, headAge(e.now, h))))
+	e.gossipBytes += int64(e.n-1) * int64(e.wire.datagram(e.wire.entry(e.published(i), 0, headAge(e.now, h), work)))
 	if h >= 0 && e.puller != nil && e.rules.OnGossip {
 		e.gossipInFlight++
 		e.schedule(e.now+e.gosDel, evSeen, i, 0)
@@ -690,11 +723,17 @@ func (e *engine) buildView(i int) policy.View {
 			age := e.now - e.pubT[pos]
 			v.Load, v.Known, v.Age = e.pubL[pos], age <= e.stale, time.Duration(age)
 			v.HeadAge = time.Duration(headAge(e.now, e.pubH[pos]))
+			if e.work != nil {
+				v.Work = time.Duration(e.work.pubW[pos])
+			}
 		}
 	}
 	v := &e.view[i]
 	v.Load, v.Known, v.Age = e.load[i]+e.inflight[i], true, 0
 	v.HeadAge = time.Duration(headAge(e.now, e.headArr(i)))
+	if e.work != nil {
+		v.Work = time.Duration(e.work.work(i, e.now))
+	}
 	return policy.View{Self: i, Nodes: e.view}
 }
 
@@ -706,7 +745,7 @@ func (e *engine) activateNode(i int) {
 		return
 	}
 	v := e.buildView(i)
-	moves := e.planner.Plan(v)
+	moves := e.plan(v)
 	for _, mv := range moves {
 		if mv.From != i || mv.To < 0 || mv.To >= e.n || mv.To == i || mv.Count < 0 {
 			e.err = fmt.Errorf("policy %s planned an invalid move %+v for node %d of %d", e.cfg.Policy, mv, i, e.n)
@@ -739,13 +778,16 @@ func (e *engine) move(i, to, k int) {
 	}
 	for x := len(picked) - 1; x >= 0; x-- { // oldest first
 		s := buf[picked[x]]
+		if e.work != nil {
+			e.work.waitW[i] -= e.work.pred[s]
+		}
+		buf[picked[x]] = -1
 		if e.onMove != nil {
 			e.onMove(e.rSeq[s], i, to)
 		}
 		e.rHop[s] = true
 		e.movedBytes += e.rBody[s]
 		e.schedule(e.now+e.handoff(e.rBody[s]), evXfer, to, s)
-		buf[picked[x]] = -1
 	}
 	w := picked[len(picked)-1]
 	for r := w; r < len(buf); r++ {
@@ -778,6 +820,9 @@ func (e *engine) result() Result {
 	}
 	if e.now > 0 && e.n > 0 {
 		r.GossipBytesPerNodeSec = float64(e.gossipBytes) / float64(e.n) / (float64(e.now) / 1e9)
+	}
+	if e.work != nil {
+		r.RouteCosts = e.work.routeCosts(e)
 	}
 	r.summarise()
 	return r

@@ -46,10 +46,15 @@ func newWireSizes(c Config) wireSizes {
 	return wireSizes{fixed: f}
 }
 
-// entry is the size of a version 2 entry with these values (age and head
-// in ns, sent as µs).
-func (w wireSizes) entry(load int, age, head int64) int {
-	return w.fixed + uvarintLen(uint64(max(load, 0))) + uvarintLen(uint64(age/1000)) + uvarintLen(uint64(head+999)/1000)
+// entry is the size of a version 2 entry with these values (age, head
+// and work in ns, sent as µs; work, when positive, is a tag and a value in
+// the extension block).
+func (w wireSizes) entry(load int, age, head, work int64) int {
+	n := w.fixed + uvarintLen(uint64(max(load, 0))) + uvarintLen(uint64(age/1000)) + uvarintLen(uint64(head+999)/1000)
+	if work >= 1000 {
+		n += 1 + uvarintLen(uint64(work/1000))
+	}
+	return n
 }
 
 // message is the size on the wire of a datagram of count entries whose
@@ -67,7 +72,8 @@ type pbEntry struct {
 	born   int64 // local time at which the entry's age was 0: age = now - born
 	head   int64 // head age (ns) the origin measured when it built the entry, 0: none
 	load   int32
-	news   bool // the head state is news: shown, or gone since the previous entry
+	work   int64 // predicted work (ns), under the work load index
+	news   bool  // the head state is news: shown, or gone since the previous entry
 	listed bool
 }
 
@@ -78,6 +84,7 @@ type pbItem struct {
 	seq  int64
 	age  int64
 	head int64
+	work int64
 }
 
 // piggyback models MechanismPiggyback: every gossip tick a node sends one
@@ -137,12 +144,15 @@ func (pb *piggyback) tick(i int, ownOnly bool) int32 {
 	}
 	items := pb.msgs[d][:0]
 	own := pbItem{j: int32(i), load: int32(e.published(i)), seq: e.now, head: headAge(e.now, e.headArr(i))}
+	if e.work != nil {
+		own.work = e.work.work(i, e.now)
+	}
 	items = append(items, own)
-	size := wireMsgHeader + 2 + e.wire.entry(int(own.load), 0, own.head) // count as 2 bytes: up to 16383 entries
+	size := wireMsgHeader + 2 + e.wire.entry(int(own.load), 0, own.head, own.work) // count as 2 bytes: up to 16383 entries
 	add := func(j int) bool {
 		t := &pb.tab[i*n+j]
-		it := pbItem{j: int32(j), load: t.load, seq: t.seq, age: e.now - t.born, head: t.head}
-		sz := e.wire.entry(int(it.load), it.age, it.head)
+		it := pbItem{j: int32(j), load: t.load, seq: t.seq, age: e.now - t.born, head: t.head, work: t.work}
+		sz := e.wire.entry(int(it.load), it.age, it.head, it.work)
 		if size+sz > pb.budget {
 			return false
 		}
@@ -236,7 +246,7 @@ func (pb *piggyback) recv(r int, d int32) {
 			continue
 		}
 		wasHead := t.seq >= 0 && t.head > 0
-		t.seq, t.born, t.head, t.load = it.seq, e.now-it.age, it.head, it.load
+		t.seq, t.born, t.head, t.load, t.work = it.seq, e.now-it.age, it.head, it.load, it.work
 		t.news = it.head > 0 || wasHead
 		if t.news && pb.heads && !t.listed {
 			t.listed = true
@@ -268,6 +278,7 @@ func (pb *piggyback) view(i int) {
 		}
 		age := e.now - t.born
 		v.Load, v.Known, v.Age = int(t.load), age <= e.stale, time.Duration(age)
+		v.Work = time.Duration(t.work)
 		v.HeadAge = 0
 		if t.head > 0 {
 			v.HeadAge = time.Duration(t.head + age)

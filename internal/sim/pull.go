@@ -31,7 +31,7 @@ func (e *engine) tryOvertake(i int) bool {
 	if e.busy[i]+e.inflight[i] >= e.m {
 		return false
 	}
-	asks := e.puller.Pull(e.buildView(i), e.drng.Uint64())
+	asks := e.pull(e.buildView(i))
 	if len(asks) == 0 {
 		return false
 	}
@@ -44,7 +44,7 @@ func (e *engine) tryOvertake(i int) bool {
 func (e *engine) tryPull(i int) {
 	defer e.changed(i)
 	for e.pullable(i) {
-		asks := e.puller.Pull(e.buildView(i), e.drng.Uint64())
+		asks := e.pull(e.buildView(i))
 		if len(asks) == 0 {
 			return
 		}
@@ -97,6 +97,9 @@ func (e *engine) pullReq(j int, p int32) {
 		return
 	}
 	s := e.q[j].removeAt(pos)
+	if e.work != nil {
+		e.work.waitW[j] -= e.work.pred[s]
+	}
 	if e.onMove != nil {
 		e.onMove(e.rSeq[s], j, int(r.node))
 	}

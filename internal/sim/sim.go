@@ -70,6 +70,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/swd-project/swd/internal/cost"
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/stats"
 	"github.com/swd-project/swd/internal/workload"
@@ -161,6 +162,15 @@ type Config struct {
 	// in parallel would. False (the default) updates the counts between
 	// them. A study knob (docs/sim-hypotheses.md).
 	SnapshotBursts bool
+	// LoadIndex is what transfer policies plan on: policy.IndexCount (the
+	// default: requests) or policy.IndexWork (predicted work, as swd
+	// --load-index work; see work.go). Under work every node learns each
+	// route's cost online from the requests it served, with Cost's
+	// statistic, exactly as swd's internal/cost does.
+	LoadIndex policy.LoadIndex
+	// Cost is the cost statistic's configuration under the work index
+	// (swd --cost-theta, --cost-weight).
+	Cost cost.Config
 	// Bodies gives requests bodies (cost.go); the zero value: none.
 	Bodies BodyMix
 	// HandoffPerMiB is how much longer than TransferDelay moving a
@@ -203,6 +213,7 @@ func DefaultConfig() Config {
 		Fanout:             3,
 		DatagramBytes:      1400,
 		Relay:              RelayRotate,
+		Cost:               cost.DefaultConfig(),
 	}
 }
 
@@ -245,6 +256,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("datagram bytes must be in [200, 65000] for piggyback gossip, got %d", c.DatagramBytes)
 	case c.Steal != nil && c.Policy != "steal":
 		return fmt.Errorf("a steal configuration needs policy steal, got %q", c.Policy)
+	case c.LoadIndex != policy.IndexCount && c.LoadIndex != policy.IndexWork:
+		return fmt.Errorf("unknown load index %d", int(c.LoadIndex))
+	}
+	if c.LoadIndex == policy.IndexWork {
+		if err := c.Cost.Validate(); err != nil {
+			return err
+		}
 	}
 	if err := c.Workload.Validate(); err != nil {
 		return err
@@ -313,6 +331,9 @@ type Result struct {
 	// MeanMs and the percentiles (stats.Percentile's definition) summarise
 	// ResponseTimes in milliseconds.
 	MeanMs, P50Ms, P95Ms, P99Ms, P995Ms float64
+	// RouteCosts is what the nodes learnt of each route's cost (work load
+	// index only; nil under count).
+	RouteCosts []RouteCost
 	// Wall is the wall-clock time the run took (not part of the model).
 	Wall time.Duration
 	// Events is how many events the run handled.

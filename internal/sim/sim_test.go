@@ -271,6 +271,7 @@ func TestConservation(t *testing.T) {
 			c.HandoffPerMiB = time.Duration(rng.Int64N(int64(100 * time.Millisecond)))
 			c.TransferCost = rng.IntN(2) == 0
 		}
+		c.LoadIndex = policy.LoadIndex(rng.IntN(2))
 
 		var seen, started, moved []int
 		grow := func(xs *[]int, seq int64) {
@@ -325,6 +326,10 @@ func TestConservation(t *testing.T) {
 			assert.Zero(t, e.movable[i], "run %d node %d movable", k, i)
 			assert.Zero(t, e.inflight[i], "run %d node %d pulls in flight", k, i)
 			assert.Zero(t, e.reserved[i], "run %d node %d reserved slots", k, i)
+			if e.work != nil {
+				assert.Zero(t, e.work.waitW[i], "run %d node %d waiting work", k, i)
+				assert.Empty(t, e.work.serve[i], "run %d node %d requests in service", k, i)
+			}
 		}
 		assert.Zero(t, e.dq.len(), "run %d: cq's FIFO", k)
 		for i, o := range e.dOut {

@@ -352,11 +352,15 @@ func TestWireSizes(t *testing.T) {
 	// in ns (40,000,000 < 2^28): 4 bytes.
 	assert.Equal(t, 8+8+4+1+6+6+4, w.fixed)
 	// load 3: 1 byte, age 0: 1, head 0: 1.
-	assert.Equal(t, 40, w.entry(3, 0, 0))
+	assert.Equal(t, 40, w.entry(3, 0, 0, 0))
 	// load 200: 2 bytes; age 20 ms = 20,000 µs: 3 bytes; head 1.5 ms = 1500 µs: 2 bytes.
-	assert.Equal(t, 37+2+3+2, w.entry(200, at(20*ms), at(1500*time.Microsecond)))
+	assert.Equal(t, 37+2+3+2, w.entry(200, at(20*ms), at(1500*time.Microsecond), 0))
 	// A head of 1 ns still counts as 1 µs (never 0: 0 means none).
-	assert.Equal(t, 40, w.entry(1, 0, 1))
+	assert.Equal(t, 40, w.entry(1, 0, 1, 0))
+	// Work (work load index): its tag and 310,000 µs (3 bytes); under a
+	// microsecond it is left out, as the daemon leaves out a zero field.
+	assert.Equal(t, 40+1+3, w.entry(3, 0, 0, at(310*ms)))
+	assert.Equal(t, 40, w.entry(3, 0, 0, 999))
 	// One-entry datagram: framing 34, magic and version 3, count 1.
 	assert.Equal(t, 34+3+1+40, w.datagram(40))
 	assert.Equal(t, 34+3+2+1000, w.message(200, 1000), "count 200 is a 2-byte uvarint")
@@ -376,7 +380,7 @@ func TestGossipBytes(t *testing.T) {
 	w := newWireSizes(c)
 	// Entries of 37 bytes plus load, age and head (1 byte each, up to
 	// 3 for a head): 75-77 bytes per datagram, 15 peers, 50 ticks/s.
-	lo, hi := float64(15*w.datagram(w.entry(0, 0, 0))*50), float64(15*w.datagram(w.entry(0, 0, at(time.Second)))*50)
+	lo, hi := float64(15*w.datagram(w.entry(0, 0, 0, 0))*50), float64(15*w.datagram(w.entry(0, 0, at(time.Second), 0))*50)
 	assert.GreaterOrEqual(t, r.GossipBytesPerNodeSec, lo*0.99)
 	assert.LessOrEqual(t, r.GossipBytesPerNodeSec, hi*1.01)
 

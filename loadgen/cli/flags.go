@@ -23,7 +23,7 @@ type workloadFlags struct {
 }
 
 func (w *workloadFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&w.name, "workload", "standard", "standard, dispersed, burst (the paper's) or custom (with --mean-ms, --cv, --burst)")
+	fs.StringVar(&w.name, "workload", "standard", "standard, dispersed, burst (the paper's), mixed (90 % light 10 ms, 10 % heavy 310 ms, each class on its own path /work/NAME) or custom (with --mean-ms, --cv, --burst)")
 	fs.Float64Var(&w.meanMs, "mean-ms", 40, "custom workload: mean request size (service time) in ms")
 	fs.Float64Var(&w.cv, "cv", 2.16, "custom workload: lognormal standard deviation / mean of the sizes")
 	fs.IntVar(&w.burst, "burst", 1, "custom workload: requests arriving together (bursts are Poisson at rate/burst)")

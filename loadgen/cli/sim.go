@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/sim"
 	"github.com/swd-project/swd/loadgen"
 )
@@ -20,6 +21,7 @@ func newSimCommand(e *env) *cobra.Command {
 		duration time.Duration
 		warmup   time.Duration
 		parallel int
+		indices  []string
 	)
 	d := sim.DefaultConfig()
 	cfg := d
@@ -33,6 +35,7 @@ in a real run. The policy "central" (one FIFO queue for the whole cluster, M/G/n
 the work-conserving limit.`,
 		Example: `  loadgen sim --policies rr,ct,ll,nu,central --rates 40,120,200,240,280,320,360 --limit-from nu@320
   loadgen sim --workload burst --nodes 12 --percentiles 99.5 --limit 927ms
+  loadgen sim --workload mixed --load-index count,work --policies nu,steal --rates 320
   loadgen sim --policies nu --rates 280 --large-share 0.2 --large-body 1048576 --handoff-per-mib 60ms --transfer-cost`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -48,26 +51,37 @@ the work-conserving limit.`,
 			if err != nil {
 				return err
 			}
+			idx, err := parseLoadIndices(indices)
+			if err != nil {
+				return err
+			}
+			if err := cfg.Cost.Validate(); err != nil {
+				return usageError{fmt.Errorf("--cost-theta, --cost-weight: %w", err)}
+			}
 			rep, err := rf.parse()
 			if err != nil {
 				return err
 			}
-			if err := checkLimitSource(rep.limits.From, ps, rs); err != nil {
+			labels := simLabels(ps, idx)
+			if err := checkLimitSource(rep.limits.From, labelNames(labels), rs); err != nil {
 				return err
 			}
 			if duration <= 0 || warmup < 0 {
 				return usagef("--duration must be positive and --warmup not negative")
 			}
 			var cfgs []sim.Config
-			for _, p := range ps {
+			var cfgLabels []string
+			for _, l := range labels {
 				for _, r := range rs {
 					c := cfg
-					c.Policy, c.Workload, c.Rate, c.Seed = p, spec, r, wl.seed
+					c.Policy, c.LoadIndex = l.policy, l.index
+					c.Workload, c.Rate, c.Seed = spec, r, wl.seed
 					c.Duration, c.Warmup = warmup+duration, warmup
 					if err := c.Validate(); err != nil {
-						return usageError{fmt.Errorf("%s at %s req/s: %w", p, loadgen.FormatRate(r), err)}
+						return usageError{fmt.Errorf("%s at %s req/s: %w", l.name, loadgen.FormatRate(r), err)}
 					}
 					cfgs = append(cfgs, c)
+					cfgLabels = append(cfgLabels, l.name)
 				}
 			}
 			if rf.progress != "none" {
@@ -78,22 +92,25 @@ the work-conserving limit.`,
 				return err
 			}
 			report := loadgen.Report{
-				Title:        title("sim", ps, rs, fmt.Sprintf("on %s, simulated (m = %d)", nodes(cfg.Nodes), cfg.Concurrency)),
+				Title:        title("sim", labelNames(labels), rs, fmt.Sprintf("on %s, simulated (m = %d)", nodes(cfg.Nodes), cfg.Concurrency)),
 				Workload:     &spec,
 				Percentiles:  rep.percentiles,
 				MaxErrorRate: rf.maxErrorRate,
 			}
 			tb := loadgen.Block{Title: "transfers per request"}
 			held := loadgen.Block{Title: "moves held back by the transfer-cost rule, per request"}
-			for _, res := range results {
-				report.Rows = append(report.Rows, SimRow(res))
-				tb.Cells = append(tb.Cells, loadgen.Cell{Policy: res.Config.Policy, Rate: res.Config.Rate, Value: res.TransfersPerRequest})
-				held.Cells = append(held.Cells, loadgen.Cell{Policy: res.Config.Policy, Rate: res.Config.Rate, Value: float64(res.HeldBack) / float64(max(res.Requests, 1))})
+			for i, res := range results {
+				row := SimRow(res)
+				row.Policy = cfgLabels[i]
+				report.Rows = append(report.Rows, row)
+				tb.Cells = append(tb.Cells, loadgen.Cell{Policy: cfgLabels[i], Rate: res.Config.Rate, Value: res.TransfersPerRequest})
+				held.Cells = append(held.Cells, loadgen.Cell{Policy: cfgLabels[i], Rate: res.Config.Rate, Value: float64(res.HeldBack) / float64(max(res.Requests, 1))})
 			}
 			report.Blocks = append(report.Blocks, tb)
 			if cfg.TransferCost {
 				report.Blocks = append(report.Blocks, held)
 			}
+			report.Blocks = append(report.Blocks, costBlocks(results, cfgLabels)...)
 			return finish(e, report, rep.limits, rf, nil, false)
 		},
 	}
@@ -112,12 +129,92 @@ the work-conserving limit.`,
 	fs.DurationVar(&cfg.GossipDelay, "gossip-delay", d.GossipDelay, "how long a published load takes to reach the others")
 	fs.DurationVar(&cfg.TransferDelay, "transfer-delay", d.TransferDelay, "how long a moved request takes to reach its target")
 	fs.IntVar(&parallel, "parallel", 0, "simulations run at once (0: GOMAXPROCS)")
+	fs.StringSliceVar(&indices, "load-index", []string{"count"}, "load indices transfer policies plan on, each a row of its own: count, work (rows POLICY+work; a node learns each route's cost online, as swd --load-index work)")
+	fs.IntVar(&cfg.Cost.Theta, "cost-theta", d.Cost.Theta, "work index: samples averaged before the cost statistic becomes a moving average (as swd --cost-theta)")
+	fs.Float64Var(&cfg.Cost.Weight, "cost-weight", d.Cost.Weight, "work index: the moving average's weight of the old value (as swd --cost-weight)")
 	fs.Int64Var(&cfg.Bodies.SmallBytes, "small-body", 0, "body bytes of the requests that are not large")
 	fs.Int64Var(&cfg.Bodies.LargeBytes, "large-body", 1<<20, "body bytes of the large requests")
 	fs.Float64Var(&cfg.Bodies.LargeShare, "large-share", 0, "share of the requests with a large body (0 to 1)")
 	fs.DurationVar(&cfg.HandoffPerMiB, "handoff-per-mib", 0, "how much longer than --transfer-delay moving a request takes per MiB of its body")
 	fs.BoolVar(&cfg.TransferCost, "transfer-cost", false, "move a request only if the wait it saves exceeds its hand-off time (policy.WorthMoving, as swd --transfer-cost measured)")
 	return cmd
+}
+
+// simLabel is one row label of a simulation: a policy under a load index.
+type simLabel struct {
+	name   string
+	policy string
+	index  policy.LoadIndex
+}
+
+// parseLoadIndices parses --load-index.
+func parseLoadIndices(list []string) ([]policy.LoadIndex, error) {
+	names, err := uniqueNames(list, nil, "--load-index")
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, usagef("no load index given (use --load-index count, work or count,work)")
+	}
+	out := make([]policy.LoadIndex, len(names))
+	for i, n := range names {
+		if out[i], err = policy.ParseLoadIndex(n); err != nil {
+			return nil, usagef("--load-index: %v", err)
+		}
+	}
+	return out, nil
+}
+
+// simLabels pairs every policy with every load index: "nu" under count,
+// "nu+work" under work. Policies that plan on no load index (dispatchers,
+// none, central) get one row, under count.
+func simLabels(ps []string, idx []policy.LoadIndex) []simLabel {
+	var out []simLabel
+	for _, p := range ps {
+		transfer := false
+		if pol, err := policy.Lookup(p); err == nil {
+			transfer = pol.Kind == policy.KindTransfer
+		}
+		if !transfer {
+			out = append(out, simLabel{name: p, policy: p})
+			continue
+		}
+		for _, x := range idx {
+			name := p
+			if x != policy.IndexCount {
+				name += "+" + x.String()
+			}
+			out = append(out, simLabel{name: name, policy: p, index: x})
+		}
+	}
+	return out
+}
+
+func labelNames(ls []simLabel) []string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.name
+	}
+	return out
+}
+
+// costBlocks reports, per route, the cost the nodes of each work-index run
+// learnt (mean over the nodes, ms).
+func costBlocks(results []sim.Result, labels []string) []loadgen.Block {
+	var out []loadgen.Block
+	for i, res := range results {
+		for k, rc := range res.RouteCosts {
+			if k >= len(out) {
+				route := rc.Route
+				if route == "" {
+					route = "the one route"
+				}
+				out = append(out, loadgen.Block{Title: fmt.Sprintf("learnt cost of %s (ms, mean of the nodes; true %.4g)", route, rc.TrueMs)})
+			}
+			out[k].Cells = append(out[k].Cells, loadgen.Cell{Policy: labels[i], Rate: res.Config.Rate, Value: rc.MeanMs})
+		}
+	}
+	return out
 }
 
 // SimRow turns a simulation result into a results row (a simulated

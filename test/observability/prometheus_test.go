@@ -348,6 +348,8 @@ func checkLabelValues(t *testing.T, p *prom, nodes []string) {
 		"edge":   strs(metrics.Edges...),
 		"body":   strs(metrics.BodyKinds...),
 		"size":   strs(metrics.SizeClasses...),
+		// swd_route_cost_seconds: this test sends only GET /work?ms=...
+		"route": {"GET /work"},
 	}
 	for label, values := range allowed {
 		ss, err := p.query(t, fmt.Sprintf(`group by (%s) ({__name__=~"swd_.+", %s!=""})`, label, label))

@@ -188,7 +188,8 @@
       const r = row(tb, [name, nd.ring_id >= 0 ? nd.load : "–", nd.error ? "?" : nd.queue, nd.error ? "?" : nd.in_flight, smp.requests !== undefined ? fmtRate(smp.requests) : "",
         smp.requests ? fmtMs(smp.p50_ms) : "–", smp.requests ? fmtMs(smp.p99_ms) : "–",
         smp.out !== undefined ? fmtRate(smp.out) : "", smp.in !== undefined ? fmtRate(smp.in) : "",
-        nd.self || nd.ring_id < 0 ? "–" : (nd.known ? nd.age_ms.toFixed(0) + " ms" : "stale"), nd.policy + " (" + fmtEpoch(nd.epoch) + ")"],
+        nd.self || nd.ring_id < 0 ? "–" : (nd.known ? nd.age_ms.toFixed(0) + " ms" : "stale"), nd.policy + " (" + fmtEpoch(nd.epoch) + ")",
+        nd.work_ms > 0 ? fmtMs(nd.work_ms) : "–"],
         { "data-node": nd.name, class: (nd.self ? "self " : "") + (nd.known || nd.ring_id < 0 ? "" : "stale") });
       if (nd.error) r.title = "status: " + nd.error;
     }

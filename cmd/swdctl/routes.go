@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	swdv1 "github.com/swd-project/swd/proto/swd/v1"
+)
+
+// printRoutes prints what a node learnt per route (status), if anything.
+func printRoutes(out io.Writer, routes []*swdv1.RouteStat) error {
+	if len(routes) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROUTE\tCOST\tSAMPLES")
+	for _, r := range routes {
+		fmt.Fprintf(tw, "%s\t%.3fms\t%d\n", r.GetName(), r.GetCostSeconds()*1000, r.GetSamples())
+	}
+	return tw.Flush()
+}
+
+type routeJSON struct {
+	Name    string  `json:"name"`
+	CostMs  float64 `json:"cost_ms"`
+	Samples uint64  `json:"samples"`
+}
+
+func routesJSON(routes []*swdv1.RouteStat) []routeJSON {
+	out := []routeJSON{}
+	for _, r := range routes {
+		out = append(out, routeJSON{r.GetName(), r.GetCostSeconds() * 1000, r.GetSamples()})
+	}
+	return out
+}
