@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http/httptrace"
 	"sync"
@@ -19,7 +20,12 @@ import (
 // connection, and only then frees the slot (see serveLocal). A
 // half-closed connection is never used again: writing to it fails before
 // any byte is sent, which net/http's Transport retries on another
-// connection.
+// connection. The app closes such a connection once it has answered; that
+// end of file must not read as an idle connection the server closed
+// (net/http retries that error only for idempotent requests, so a POST
+// that picked the connection just then would fail with 502), so Read
+// reports it as errHalfClosed, which the Transport retries like any
+// connection broken before a byte was written.
 
 // appConn is a connection to the app that can be half-closed for good.
 type appConn struct {
@@ -49,6 +55,22 @@ func (c *appConn) Write(b []byte) (int, error) {
 		return 0, errHalfClosed
 	}
 	return c.Conn.Write(b)
+}
+
+// Read reports the end of a half-closed connection as errHalfClosed
+// rather than io.EOF (see above). For the request whose client left,
+// either ends its answer: nobody reads it.
+func (c *appConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err == io.EOF {
+		c.mu.Lock()
+		poisoned := c.poisonedBy != nil
+		c.mu.Unlock()
+		if poisoned {
+			err = errHalfClosed
+		}
+	}
+	return n, err
 }
 
 // take records that req got the connection.

@@ -54,6 +54,35 @@ func TestAppConnHalfClose(t *testing.T) {
 	n, err = c.Write([]byte("next"))
 	assert.ErrorIs(t, err, errHalfClosed)
 	assert.Zero(t, n, "a later request's write counts as not written: sent elsewhere")
+
+	// The app closes the connection once it has answered: that end of file
+	// must not read as an idle connection the server closed, which
+	// net/http would not retry for a POST that picked it just then.
+	require.NoError(t, app.Close())
+	_, err = c.Read(buf)
+	assert.ErrorIs(t, err, errHalfClosed)
+	assert.NotErrorIs(t, err, io.EOF)
+}
+
+// A connection that was never half-closed reports the app's close as the
+// plain end of file.
+func TestAppConnEOFWhenNotHalfClosed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_ = c.Close()
+		}
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	c := &appConn{Conn: raw}
+	t.Cleanup(func() { _ = c.Close() })
+	c.take(&appRequest{})
+	_, err = c.Read(make([]byte, 1))
+	assert.Equal(t, io.EOF, err)
 }
 
 // A client that leaves after its answer was read does not cut the
