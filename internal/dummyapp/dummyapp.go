@@ -99,6 +99,10 @@ type WorkReply struct {
 	RequestedMs float64 `json:"requested_ms"`
 	ServiceMs   float64 `json:"service_ms"`
 	BodyBytes   int64   `json:"body_bytes"`
+	// Order is this request's place in the order the app started /work
+	// requests (1 for the first since start), so a client can tell the
+	// order the app served requests in without comparing clocks.
+	Order uint64 `json:"order"`
 }
 
 // App is the dummy application; it is an http.Handler.
@@ -112,6 +116,7 @@ type App struct {
 	workers *semaphore.Weighted
 
 	served      atomic.Uint64
+	started     atomic.Uint64 // /work requests started (WorkReply.Order)
 	cancelled   atomic.Uint64
 	bodyBytes   atomic.Uint64
 	inFlight    atomic.Int64
@@ -239,6 +244,7 @@ func (a *App) handleWork(w http.ResponseWriter, r *http.Request) {
 		defer a.workers.Release(1)
 	}
 
+	order := a.started.Add(1)
 	n := a.inFlight.Add(1)
 	defer a.inFlight.Add(-1)
 	for {
@@ -290,6 +296,7 @@ func (a *App) handleWork(w http.ResponseWriter, r *http.Request) {
 		RequestedMs: ms,
 		ServiceMs:   spent,
 		BodyBytes:   body,
+		Order:       order,
 	})
 	a.log.Debug("work done", "requested_ms", ms, "spent_ms", spent, "body_bytes", body)
 }

@@ -582,3 +582,30 @@ func (w *orderWriter) Write(b []byte) (int, error) {
 	w.once.Do(w.onWrite)
 	return w.ResponseRecorder.Write(b)
 }
+
+// WorkReply.Order numbers /work requests in the order the app started
+// them, counting those it refused with 400 (bad ms) not at all.
+func TestWorkReplyOrder(t *testing.T) {
+	a := newSleepApp(t)
+	paths := []struct {
+		path  string
+		order uint64 // 0: refused, no place in the order
+	}{
+		{"/work?ms=0", 1},     // first request started
+		{"/work?ms=bad", 0},   // refused before it starts
+		{"/work?ms=0.1", 2},   // second started
+		{"/work?ms=0&x=1", 3}, // third
+	}
+	for _, p := range paths {
+		rec := httptest.NewRecorder()
+		a.ServeHTTP(rec, httptest.NewRequest("GET", p.path, nil))
+		if p.order == 0 {
+			assert.Equal(t, http.StatusBadRequest, rec.Code, p.path)
+			continue
+		}
+		require.Equal(t, http.StatusOK, rec.Code, p.path)
+		var r WorkReply
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
+		assert.Equal(t, p.order, r.Order, p.path)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
 	"sync"
 	"syscall"
 	"testing"
@@ -40,7 +39,9 @@ func TestThousandConcurrentClients(t *testing.T) {
 	assert.Positive(t, s.MaxInFlight)
 }
 
-// With m = 1 requests are served in arrival order.
+// With m = 1 requests are served in arrival order: the app started them
+// in the order they were queued (its own count, not the clients' clocks,
+// which a busy machine can run late by more than one 20 ms request).
 func TestArrivalOrderWithMEqualsOne(t *testing.T) {
 	_, nd := oneNode(t, 1)
 	cl := testutil.Control(t, nd.GRPC)
@@ -59,14 +60,13 @@ func TestArrivalOrderWithMEqualsOne(t *testing.T) {
 		waitQueue(t, cl, int64(i))
 	}
 	wg.Wait()
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
+	started := make([]uint64, n)
+	for i := range started {
 		require.NoError(t, answers[i].err)
 		require.Equal(t, http.StatusOK, answers[i].status)
+		started[i] = answers[i].order
 	}
-	sort.SliceStable(order, func(a, b int) bool { return answers[order[a]].at.Before(answers[order[b]].at) })
-	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, order, "completion order differs from arrival order")
+	assert.Equal(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, started, "the app did not serve the requests in arrival order")
 }
 
 // A full queue answers 503 with Retry-After; queued requests still succeed.

@@ -4,7 +4,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/swd-project/swd/internal/dummyapp"
 	"github.com/swd-project/swd/internal/localcluster"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 	"github.com/swd-project/swd/test/testutil"
@@ -51,14 +54,27 @@ type answer struct {
 	retry    string
 	err      error
 	at       time.Time
+	// order is the app's WorkReply.Order for a 200 of /work: the order the
+	// app started it in (0 when the answer has none).
+	order uint64
+	// serviceMs is the app's WorkReply.ServiceMs: the time it spent on the
+	// request.
+	serviceMs float64
 }
 
 func get(c *http.Client, url string) answer {
-	resp, err := testutil.Get(c, url)
+	resp, err := c.Get(url)
 	if err != nil {
 		return answer{err: err, at: time.Now()}
 	}
-	return answer{status: resp.StatusCode, servedBy: resp.Header.Get("X-Served-By"), retry: resp.Header.Get("Retry-After"), at: time.Now()}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	a := answer{status: resp.StatusCode, servedBy: resp.Header.Get("X-Served-By"), retry: resp.Header.Get("Retry-After"), at: time.Now(), err: err}
+	var reply dummyapp.WorkReply
+	if resp.StatusCode == http.StatusOK && json.Unmarshal(body, &reply) == nil {
+		a.order, a.serviceMs = reply.Order, reply.ServiceMs
+	}
+	return a
 }
 
 // fire sends n GETs concurrently and returns every answer.

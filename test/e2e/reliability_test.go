@@ -102,19 +102,24 @@ func TestDrainHandsWaitingRequestsToPeers(t *testing.T) {
 	cl := testutil.Control(t, n0.GRPC)
 	hc := client()
 	const n = 30
+	// Counted from before the burst (the app may finish some of it before
+	// the signal), and from the signal on.
+	start := testutil.AppStats(t, n0.App).Served
 	wait := fireAsync(hc, n, func(int) string { return "http://" + n0.HTTP + "/work?ms=100" })
 	waitArrived(t, cl, n0.App, n)
 	before := testutil.AppStats(t, n0.App).Served
 	require.NoError(t, c.Signal("node-0", syscall.SIGTERM, 30*time.Second))
 	second := wait()
 	assert.Equal(t, map[string]int{"200": n}, countStatus(second))
-	servedHere := int(testutil.AppStats(t, n0.App).Served - before)
-	assert.Less(t, servedHere, n-5, "the draining node served almost everything itself")
+	after := testutil.AppStats(t, n0.App).Served
+	draining := int(after - before)
+	waiting := n - int(before-start) // still at node-0 when it was told to drain
+	assert.Less(t, draining, waiting-5, "the draining node served almost everything itself (%d of the %d still there)", draining, waiting)
 	var elsewhere uint64
 	for _, nd := range c.Info.Nodes[1:] {
 		elsewhere += testutil.AppStats(t, nd.App).Served
 	}
-	assert.EqualValues(t, n, servedHere+int(elsewhere), "every request of the burst was served exactly once")
+	assert.EqualValues(t, n, int(after-start)+int(elsewhere), "every request of the burst was served exactly once")
 	assert.Equal(t, 0, c.ExitCode("node-0"))
 }
 
@@ -240,8 +245,8 @@ func (o offered) goodput(dur time.Duration) float64 { return float64(o.good) / d
 
 // offer offers rate req/s of ms-millisecond requests, spread round robin
 // over the nodes for dur, and counts the answers; an answer is good if it is
-// a 200 that came within deadline of its scheduled time. Every request must
-// get an answer.
+// a 200 that came within deadline of the moment it was sent. Every request
+// must get an answer.
 func offer(t *testing.T, c *localcluster.Cluster, rate int, dur time.Duration, ms int, deadline time.Duration) offered {
 	t.Helper()
 	hc := client()
@@ -252,11 +257,11 @@ func offer(t *testing.T, c *localcluster.Cluster, rate int, dur time.Duration, m
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		due := start.Add(time.Duration(i) * interval)
-		time.Sleep(time.Until(due))
+		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			sent := time.Now()
 			a := get(hc, fmt.Sprintf("http://%s/work?ms=%d", c.Info.Nodes[i%len(c.Info.Nodes)].HTTP, ms))
 			if a.err != nil {
 				return
@@ -265,7 +270,10 @@ func offer(t *testing.T, c *localcluster.Cluster, rate int, dur time.Duration, m
 			switch a.status {
 			case http.StatusOK:
 				ok.Add(1)
-				if a.at.Sub(due) <= deadline {
+				// From the moment the request was sent, not its schedule:
+				// a busy machine delays the test's own sender, and that
+				// delay is not the cluster's.
+				if a.at.Sub(sent) <= deadline {
 					good.Add(1)
 				}
 			case http.StatusServiceUnavailable:
