@@ -22,12 +22,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/swd-project/swd/internal/cpuset"
+	"github.com/swd-project/swd/internal/localcluster"
 )
 
 func main() {
@@ -230,23 +232,16 @@ func attack(base string, rate int, dur time.Duration) (*vegeta.Metrics, error) {
 	return &m, nil
 }
 
+// freeAddrs returns n free 127.0.0.1 addresses (localcluster.FreePorts:
+// outside the ephemeral range, free for TCP and UDP).
 func freeAddrs(n int) ([]string, error) {
-	var out []string
-	for len(out) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		addr := l.Addr().String()
-		_ = l.Close()
-		u, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			continue
-		}
-		_ = u.Close()
-		if !slices.Contains(out, addr) {
-			out = append(out, addr)
-		}
+	ports, err := localcluster.FreePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ports))
+	for i, p := range ports {
+		out[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
 	return out, nil
 }

@@ -15,11 +15,13 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/swd-project/swd/internal/cluster"
+	"github.com/swd-project/swd/internal/localcluster"
 	"github.com/swd-project/swd/internal/node"
 )
 
@@ -142,21 +144,16 @@ func attack(url string, rate int, dur time.Duration, workers int) (*vegeta.Metri
 	return &m, nil
 }
 
+// freeAddrs returns n free 127.0.0.1 addresses (localcluster.FreePorts:
+// outside the ephemeral range, free for TCP and UDP).
 func freeAddrs(n int) ([]string, error) {
-	var out []string
-	for len(out) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		addr := l.Addr().String()
-		_ = l.Close()
-		u, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			continue
-		}
-		_ = u.Close()
-		out = append(out, addr)
+	ports, err := localcluster.FreePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ports))
+	for i, p := range ports {
+		out[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
 	return out, nil
 }
