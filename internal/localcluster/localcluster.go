@@ -532,6 +532,19 @@ func (c *Cluster) Stop(timeout time.Duration) {
 	close(c.done)
 }
 
+// FreeAddrs is FreePorts as 127.0.0.1:PORT addresses.
+func FreeAddrs(n int) ([]string, error) {
+	ports, err := FreePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ports))
+	for i, p := range ports {
+		out[i] = "127.0.0.1:" + strconv.Itoa(p)
+	}
+	return out, nil
+}
+
 // FreePorts returns n distinct ports that were free on 127.0.0.1 for both
 // TCP and UDP when checked, and that it never returned before in this
 // process. It picks them at random outside the kernel's ephemeral range

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -25,13 +24,9 @@ import (
 // (to a cluster or to another caller).
 func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	ports, err := localcluster.FreePorts(n)
+	addrs, err := localcluster.FreeAddrs(n)
 	require.NoError(t, err)
-	out := make([]string, 0, n)
-	for _, p := range ports {
-		out = append(out, "127.0.0.1:"+strconv.Itoa(p))
-	}
-	return out
+	return addrs
 }
 
 // FreeAddr is one address from FreeAddrs.

@@ -15,14 +15,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -122,7 +120,7 @@ func med(xs []time.Duration) time.Duration {
 // measure starts the app and swd of s, measures the app directly and
 // through swd, and stops both.
 func measure(s *setup, rate int, dur time.Duration, binDir string) error {
-	addrs, err := freeAddrs(5)
+	addrs, err := localcluster.FreeAddrs(5)
 	if err != nil {
 		return err
 	}
@@ -230,18 +228,4 @@ func attack(base string, rate int, dur time.Duration) (*vegeta.Metrics, error) {
 		return nil, fmt.Errorf("no request completed against %s", base)
 	}
 	return &m, nil
-}
-
-// freeAddrs returns n free 127.0.0.1 addresses (localcluster.FreePorts:
-// outside the ephemeral range, free for TCP and UDP).
-func freeAddrs(n int) ([]string, error) {
-	ports, err := localcluster.FreePorts(n)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, len(ports))
-	for i, p := range ports {
-		out[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
-	}
-	return out, nil
 }

@@ -15,7 +15,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -58,7 +57,7 @@ func run(rate int, dur time.Duration, workers int) error {
 	defer app.Close()
 	appURL := "http://" + appLn.Addr().String()
 
-	ports, err := freeAddrs(4)
+	ports, err := localcluster.FreeAddrs(4)
 	if err != nil {
 		return err
 	}
@@ -144,27 +143,13 @@ func attack(url string, rate int, dur time.Duration, workers int) (*vegeta.Metri
 	return &m, nil
 }
 
-// freeAddrs returns n free 127.0.0.1 addresses (localcluster.FreePorts:
-// outside the ephemeral range, free for TCP and UDP).
-func freeAddrs(n int) ([]string, error) {
-	ports, err := localcluster.FreePorts(n)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, len(ports))
-	for i, p := range ports {
-		out[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
-	}
-	return out, nil
-}
-
 // transferHop measures the cost of one transfer: the same zero-time app
 // reached directly through its node, and through a dispatcher, which moves
 // every request to the node over gRPC with the very code a node-to-node
 // transfer uses (transfer.Client.Forward → Server.Forward →
 // proxy.ServeTransferred).
 func transferHop(nodeCfg node.Config, rate int, dur time.Duration) error {
-	ports, err := freeAddrs(4)
+	ports, err := localcluster.FreeAddrs(4)
 	if err != nil {
 		return err
 	}
