@@ -100,7 +100,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Mode:           ModeNone,
-		Window:         500 * time.Millisecond,
+		Window:         time.Second,
 		InitialLimit:   2,
 		SessionCookie:  "SWDSESSION",
 		SessionIdle:    5 * time.Minute,
@@ -110,10 +110,10 @@ func DefaultConfig() Config {
 		Interval:       10 * time.Millisecond,
 		MinInterval:    time.Millisecond,
 		MaxInterval:    2 * time.Second,
-		Threshold:      4,
-		AdaptEvery:     50 * time.Millisecond,
-		AdaptWindow:    4,
-		Factor:         1.25,
+		Threshold:      2,
+		AdaptEvery:     100 * time.Millisecond,
+		AdaptWindow:    10,
+		Factor:         1.1,
 	}
 }
 

@@ -14,11 +14,16 @@ import (
 // at its limit, the slot stays idle until one finishes.
 //
 // Each route's limit is hill-climbed (Climber) once per Config.Window, on
-// the requests of that route completed in the window divided by its length.
-// A window in which the route's limit never held a ticket back (while a node
-// slot was free) says nothing about the limit: the limit stays and the
-// window is not compared. Limits never exceed m (the queue's Concurrency,
-// read through the function given to NewScheduler).
+// the route's throughput at its limit: the requests of the route that
+// completed while the route was at its limit, divided by the time it spent
+// at its limit in the window. Measured so, the throughput is the app's
+// answer to that many requests of the route at once, not the clients'
+// demand (which a plain count per window would mix in). A window in which
+// the route's limit never held a ticket back (while a node slot was free)
+// says nothing about the limit: the limit stays and the window is not
+// compared; one with fewer than MinSamples such completions is extended.
+// Limits never exceed m (the queue's Concurrency, read through the function
+// given to NewScheduler).
 //
 // Concurrency: the queue calls Pick, Granted and Released under its lock,
 // one at a time; Limits and Len may be called from any goroutine (atomics).
@@ -34,10 +39,18 @@ type routeState struct {
 	seen     bool
 	climb    Climber
 	inFlight int
-	done     int       // completions in the current window
 	held     bool      // the limit held a ticket back in this window
 	start    time.Time // the current window's start
+	// At the limit in this window: completions, time, and since when
+	// (zero: below the limit now).
+	satDone  int
+	satTime  time.Duration
+	satSince time.Time
 }
+
+// MinSamples is the fewest completions at the limit a window needs before
+// its throughput is compared.
+const MinSamples = 5
 
 var _ queue.Scheduler = (*Scheduler)(nil)
 
@@ -85,32 +98,51 @@ func (s *Scheduler) Pick(w *queue.Waiting) *queue.Ticket {
 func (s *Scheduler) Granted(t *queue.Ticket) {
 	r, _ := s.route(t.Route)
 	r.inFlight++
+	if r.inFlight >= r.climb.Limit() && r.satSince.IsZero() {
+		r.satSince = s.now()
+	}
 }
 
 // Released implements queue.Scheduler: one completion of t's route, and
 // the route's window closes if it has passed.
 func (s *Scheduler) Released(t *queue.Ticket) {
 	r, id := s.route(t.Route)
+	now := s.now()
+	if r.inFlight >= r.climb.Limit() {
+		r.satDone++
+	}
 	r.inFlight--
-	r.done++
-	s.maybeStep(r, id, s.now())
+	if r.inFlight < r.climb.Limit() && !r.satSince.IsZero() {
+		r.satTime += now.Sub(r.satSince)
+		r.satSince = time.Time{}
+	}
+	s.maybeStep(r, id, now)
 }
 
 // maybeStep closes r's window if it has passed: the limit climbs when the
-// window held a ticket back, and a new window starts.
+// window held a ticket back and saw enough completions at the limit, and a
+// new window starts.
 func (s *Scheduler) maybeStep(r *routeState, id int, now time.Time) {
-	el := now.Sub(r.start)
-	if el < s.cfg.Window {
+	if now.Sub(r.start) < s.cfg.Window {
 		return
 	}
 	m := max(s.m(), 1)
-	if r.held {
-		r.climb.Step(float64(r.done)/el.Seconds(), m)
+	if r.held && r.satDone < MinSamples {
+		return // too few completions at the limit yet: the window goes on
+	}
+	if !r.satSince.IsZero() {
+		r.satTime += now.Sub(r.satSince)
+	}
+	if r.held && r.satTime > 0 {
+		r.climb.Step(float64(r.satDone)/r.satTime.Seconds(), m)
 	} else {
 		r.climb.Cap(m)
 	}
 	s.limits[id].Store(int64(r.climb.Limit()))
-	r.done, r.held, r.start = 0, false, now
+	r.held, r.start, r.satDone, r.satTime, r.satSince = false, now, 0, 0, time.Time{}
+	if r.inFlight >= r.climb.Limit() {
+		r.satSince = now
+	}
 }
 
 // Limits returns the learnt limit of every route seen so far, by route ID.
