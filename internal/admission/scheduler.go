@@ -19,9 +19,12 @@ import (
 // at its limit in the window. Measured so, the throughput is the app's
 // answer to that many requests of the route at once, not the clients'
 // demand (which a plain count per window would mix in). A window in which
-// the route's limit never held a ticket back (while a node slot was free)
-// says nothing about the limit: the limit stays and the window is not
-// compared; one with fewer than MinSamples such completions is extended.
+// the route never completed a request at its limit says nothing about the
+// limit: the limit stays and the window is not compared; one with fewer
+// than MinSamples such completions is extended.
+// (A route at its limit with nothing waiting still measures the app at that
+// concurrency; the limit then rises at most one above the route's demand,
+// where it is never reached and so stays.)
 // Limits never exceed m (the queue's Concurrency, read through the function
 // given to NewScheduler).
 //
@@ -39,7 +42,6 @@ type routeState struct {
 	seen     bool
 	climb    Climber
 	inFlight int
-	held     bool      // the limit held a ticket back in this window
 	start    time.Time // the current window's start
 	// At the limit in this window: completions, time, and since when
 	// (zero: below the limit now).
@@ -49,8 +51,12 @@ type routeState struct {
 }
 
 // MinSamples is the fewest completions at the limit a window needs before
-// its throughput is compared.
-const MinSamples = 5
+// its throughput is compared; maxWindows bounds how long a window waits for
+// them.
+const (
+	MinSamples = 5
+	maxWindows = 10
+)
 
 var _ queue.Scheduler = (*Scheduler)(nil)
 
@@ -89,7 +95,6 @@ func (s *Scheduler) Pick(w *queue.Waiting) *queue.Ticket {
 		if r.inFlight < r.climb.Limit() {
 			return t
 		}
-		r.held = true
 	}
 	return nil
 }
@@ -120,26 +125,29 @@ func (s *Scheduler) Released(t *queue.Ticket) {
 }
 
 // maybeStep closes r's window if it has passed: the limit climbs when the
-// window held a ticket back and saw enough completions at the limit, and a
-// new window starts.
+// route completed at least MinSamples requests at its limit in it; a window
+// with some but fewer goes on (up to maxWindows windows); one with none
+// ends without a step (the route's demand stayed below its limit: the
+// limit says nothing). A new window starts.
 func (s *Scheduler) maybeStep(r *routeState, id int, now time.Time) {
-	if now.Sub(r.start) < s.cfg.Window {
+	el := now.Sub(r.start)
+	if el < s.cfg.Window {
 		return
 	}
-	m := max(s.m(), 1)
-	if r.held && r.satDone < MinSamples {
-		return // too few completions at the limit yet: the window goes on
+	if r.satDone > 0 && r.satDone < MinSamples && el < maxWindows*s.cfg.Window {
+		return
 	}
 	if !r.satSince.IsZero() {
 		r.satTime += now.Sub(r.satSince)
 	}
-	if r.held && r.satTime > 0 {
+	m := max(s.m(), 1)
+	if r.satDone >= MinSamples && r.satTime > 0 {
 		r.climb.Step(float64(r.satDone)/r.satTime.Seconds(), m)
 	} else {
 		r.climb.Cap(m)
 	}
 	s.limits[id].Store(int64(r.climb.Limit()))
-	r.held, r.start, r.satDone, r.satTime, r.satSince = false, now, 0, 0, time.Time{}
+	r.start, r.satDone, r.satTime, r.satSince = now, 0, 0, time.Time{}
 	if r.inFlight >= r.climb.Limit() {
 		r.satSince = now
 	}
