@@ -21,5 +21,6 @@ func addAdmissionFlags(fs *pflag.FlagSet, c *node.Config) {
 	fs.DurationVar(&a.Interval, "session-interval", a.Interval, "initial session interval (sqs): at most one new session admitted per interval")
 	fs.DurationVar(&a.MinInterval, "session-interval-min", a.MinInterval, "shortest session interval (sqs)")
 	fs.DurationVar(&a.MaxInterval, "session-interval-max", a.MaxInterval, "longest session interval (sqs)")
+	fs.DurationVar(&a.Step, "session-interval-step", a.Step, "what the session interval grows by (page queues above --session-threshold) or shrinks by (below) every 100 ms (sqs)")
 	fs.Float64Var(&a.Threshold, "session-threshold", a.Threshold, "page-queue length (requests waiting at this node, mean of recent samples) above which the session interval grows and below which it shrinks (sqs)")
 }

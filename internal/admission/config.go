@@ -88,9 +88,12 @@ type Config struct {
 	// interval adapted; AdaptWindow how many samples the mean covers.
 	AdaptEvery  time.Duration
 	AdaptWindow int
-	// Factor is what the interval is multiplied (grow) or divided
-	// (shrink) by at each adaptation (> 1).
-	Factor float64
+	// Step is what the interval grows by at an adaptation above the
+	// threshold and shrinks by below it (--session-interval-step). Additive
+	// steps keep the lag between admitting a session and its pages reaching
+	// the queues from swinging the interval between its bounds, which
+	// multiplicative ones did (docs/admission.md).
+	Step time.Duration
 
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
@@ -107,13 +110,13 @@ func DefaultConfig() Config {
 		MaxSessions:    100000,
 		SessionQueue:   256,
 		SessionMaxWait: 2 * time.Second,
-		Interval:       10 * time.Millisecond,
+		Interval:       100 * time.Millisecond,
 		MinInterval:    time.Millisecond,
 		MaxInterval:    2 * time.Second,
 		Threshold:      2,
 		AdaptEvery:     100 * time.Millisecond,
-		AdaptWindow:    10,
-		Factor:         1.1,
+		AdaptWindow:    5,
+		Step:           2 * time.Millisecond,
 	}
 }
 
@@ -149,8 +152,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("session adaptation period must be at least 1ms, got %s", c.AdaptEvery)
 	case c.AdaptWindow < 1:
 		return fmt.Errorf("session adaptation window must be at least 1 sample, got %d", c.AdaptWindow)
-	case !(c.Factor > 1) || c.Factor > 10:
-		return fmt.Errorf("session interval factor must lie in (1, 10], got %v", c.Factor)
+	case c.Step <= 0:
+		return fmt.Errorf("--session-interval-step must be positive, got %s", c.Step)
 	}
 	return nil
 }

@@ -29,8 +29,9 @@ import (
 // The interval adapts every AdaptEvery: the page-queue length (a function
 // the owner supplies: the requests waiting in the node's queue) is sampled,
 // and while the mean of the last AdaptWindow samples is above Threshold
-// the interval is multiplied by Factor, while below it is divided by it,
-// within [MinInterval, MaxInterval].
+// the interval grows by Step, while below it shrinks by Step, within
+// [MinInterval, MaxInterval]. While the page queues are longer than
+// PauseFactor times the threshold right now, no new session is admitted.
 //
 // Concurrency: all methods are safe for concurrent use; one mutex guards
 // the queue and the known sessions. Run drives the timers.
@@ -142,7 +143,7 @@ func (g *Gate) Admit(ctx context.Context, r *http.Request) error {
 // enqueueLocked admits a new session at once (nil, nil), refuses it (nil,
 // err), or queues it (w, nil).
 func (g *Gate) enqueueLocked(now time.Time) (*waiter, error) {
-	if g.waiting.Len() == 0 && !now.Before(g.next) {
+	if g.waiting.Len() == 0 && !now.Before(g.next) && !g.pausedLocked() {
 		g.next = now.Add(g.interval)
 		g.admitted.Add(1)
 		return nil, nil
@@ -176,7 +177,7 @@ func (g *Gate) predictLocked(now time.Time, ahead int) time.Time {
 // release admits the sessions whose turn has come by now, at most one per
 // interval, and refuses those whose predicted admission passed their bound.
 func (g *Gate) releaseLocked(now time.Time) {
-	for g.waiting.Len() > 0 && !now.Before(g.next) {
+	for g.waiting.Len() > 0 && !now.Before(g.next) && !g.pausedLocked() {
 		w := g.waiting.Remove(g.waiting.Front()).(*waiter)
 		w.elem = nil
 		g.admitted.Add(1)
@@ -186,6 +187,17 @@ func (g *Gate) releaseLocked(now time.Time) {
 	g.pruneLocked(now)
 	g.queueLen.Store(int64(g.waiting.Len()))
 }
+
+// pausedLocked reports whether the page queues are so long now (more than
+// PauseFactor times the threshold) that no new session is admitted at all
+// until they shrink: the interval reacts to the mean over AdaptWindow,
+// which lags a burst of pages by up to a session's length.
+func (g *Gate) pausedLocked() bool {
+	return g.pageLen != nil && g.pageLen() > PauseFactor*g.cfg.Threshold
+}
+
+// PauseFactor: see pausedLocked.
+const PauseFactor = 4
 
 // pruneLocked refuses waiting sessions whose predicted admission lies past
 // their deadline (the interval grew since they queued).
@@ -213,7 +225,10 @@ func (g *Gate) armLocked(now time.Time) {
 	if g.waiting.Len() == 0 {
 		return
 	}
-	d := max(g.next.Sub(now), 0)
+	d := g.next.Sub(now)
+	if d <= 0 { // due but paused: look again in an interval
+		d = g.interval
+	}
 	if g.timer == nil {
 		g.timer = time.AfterFunc(d, g.fire)
 		return
@@ -239,14 +254,14 @@ func (g *Gate) adaptLocked(sample float64) {
 		sum += v
 	}
 	mean := sum / float64(n)
-	iv := float64(g.interval)
+	iv := g.interval
 	switch {
 	case mean > g.cfg.Threshold:
-		iv *= g.cfg.Factor
+		iv += g.cfg.Step
 	case mean < g.cfg.Threshold:
-		iv /= g.cfg.Factor
+		iv -= g.cfg.Step
 	}
-	g.interval = min(max(time.Duration(iv), g.cfg.MinInterval), g.cfg.MaxInterval)
+	g.interval = min(max(iv, g.cfg.MinInterval), g.cfg.MaxInterval)
 	g.intervalNs.Store(int64(g.interval))
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func gateConfig(clk *fakeClock) Config {
 	cfg.Mode, cfg.Now = ModeSQS, clk.Now
 	cfg.Interval, cfg.MinInterval, cfg.MaxInterval = 100*time.Millisecond, 10*time.Millisecond, time.Second
 	cfg.SessionQueue, cfg.SessionMaxWait = 3, 350*time.Millisecond
-	cfg.AdaptWindow, cfg.Threshold, cfg.Factor = 1, 2, 2
+	cfg.AdaptWindow, cfg.Threshold, cfg.Step = 1, 2, 100*time.Millisecond
 	return cfg
 }
 
@@ -162,7 +163,7 @@ func TestGateRefusesWaitersWhenTheIntervalGrows(t *testing.T) {
 	clk := newFakeClock()
 	cfg := gateConfig(clk)
 	cfg.SessionMaxWait = 250 * time.Millisecond
-	g, err := NewGate(cfg, func() float64 { return 10 }) // page queues long
+	g, err := NewGate(cfg, func() float64 { return 5 }) // above the threshold, not paused
 	require.NoError(t, err)
 	require.NoError(t, g.Admit(context.Background(), request("")))
 	a := admitAsync(g, request("")) // predicted at +100 ms
@@ -182,24 +183,26 @@ func TestGateIntervalAdapts(t *testing.T) {
 		samples []float64
 		want    time.Duration
 	}{
-		// above the threshold (2): doubles each time
-		{name: "grows", samples: []float64{5, 5}, want: 400 * time.Millisecond},
-		// below: halves each time
-		{name: "shrinks", samples: []float64{0, 1}, want: 25 * time.Millisecond},
+		// above the threshold (2): one step (100 ms) each time
+		{name: "grows", samples: []float64{5, 5}, want: 300 * time.Millisecond},
+		// below: one step down each time
+		{name: "shrinks", samples: []float64{0, 1}, want: 10 * time.Millisecond},
 		// at the threshold: stays
 		{name: "stays", samples: []float64{2, 2}, want: 100 * time.Millisecond},
 		// bounded by MaxInterval
-		{name: "max", samples: []float64{9, 9, 9, 9, 9}, want: time.Second},
+		{name: "max", samples: []float64{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9}, want: time.Second},
 		// bounded by MinInterval
 		{name: "min", samples: []float64{0, 0, 0, 0, 0}, want: 10 * time.Millisecond},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			clk := newFakeClock()
-			i := 0
-			g, err := NewGate(gateConfig(clk), func() float64 { v := c.samples[i]; i++; return v })
+			var cur atomic.Value
+			cur.Store(0.0)
+			g, err := NewGate(gateConfig(clk), func() float64 { return cur.Load().(float64) })
 			require.NoError(t, err)
-			for range c.samples {
+			for _, v := range c.samples {
+				cur.Store(v)
 				g.Adapt()
 			}
 			assert.Equal(t, c.want, g.Interval())
@@ -212,12 +215,15 @@ func TestGateMeanOverTheAdaptWindow(t *testing.T) {
 	cfg := gateConfig(clk)
 	cfg.AdaptWindow = 4
 	samples := []float64{8, 0, 0, 0}
-	i := 0
-	g, err := NewGate(cfg, func() float64 { v := samples[i]; i++; return v })
+	var cur atomic.Value
+	cur.Store(0.0)
+	g, err := NewGate(cfg, func() float64 { return cur.Load().(float64) })
 	require.NoError(t, err)
-	// means 8, 4, 2.67 (above 2: doubles), then 2 (at the threshold: stays)
-	want := []time.Duration{200, 400, 800, 800}
-	for k := range samples {
+	// means 8, 4, 2.67 (above 2: a step up each), then 2 (at the
+	// threshold: stays)
+	want := []time.Duration{200, 300, 400, 400}
+	for k, v := range samples {
+		cur.Store(v)
 		g.Adapt()
 		assert.Equal(t, want[k]*time.Millisecond, g.Interval(), "after sample %d", k)
 	}
@@ -269,7 +275,7 @@ func TestConfigValidate(t *testing.T) {
 		// a window too short
 		{name: "window", mod: func(c *Config) { c.Window = 0 }},
 		// a factor that does not grow
-		{name: "factor", mod: func(c *Config) { c.Mode, c.Factor = ModeSQS, 1 }},
+		{name: "step", mod: func(c *Config) { c.Mode, c.Step = ModeSQS, 0 }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -282,4 +288,26 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestGatePausesWhilePageQueuesAreLong(t *testing.T) {
+	clk := newFakeClock()
+	var long atomic.Value
+	long.Store(9.0) // above PauseFactor x threshold (4 x 2)
+	g, err := NewGate(gateConfig(clk), func() float64 { return long.Load().(float64) })
+	require.NoError(t, err)
+	// Even an idle gate does not admit while the page queues are long.
+	a := admitAsync(g, request(""))
+	waitQueued(t, g, 1)
+	clk.Add(200 * time.Millisecond) // within its 350 ms wait bound
+	g.mu.Lock()
+	g.releaseLocked(clk.Now())
+	g.mu.Unlock()
+	assert.True(t, pending(a))
+	// Once they shrink, it goes.
+	g.mu.Lock()
+	long.Store(0.0)
+	g.releaseLocked(clk.Now())
+	g.mu.Unlock()
+	require.NoError(t, <-a)
 }
