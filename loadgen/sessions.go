@@ -88,9 +88,9 @@ type SessionResult struct {
 
 type sessionCounters struct {
 	completed, failedAfter, wasted, firstRefused, firstFailed atomic.Uint64
-	mu                                                          sync.Mutex
-	pages                                                       map[string]uint64
-	failures                                                    map[string]uint64
+	mu                                                        sync.Mutex
+	pages                                                     map[string]uint64
+	failures                                                  map[string]uint64
 }
 
 // RunSessions runs cfg and returns what it measured. It returns when the

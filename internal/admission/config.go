@@ -109,7 +109,7 @@ func DefaultConfig() Config {
 		SessionIdle:    5 * time.Minute,
 		MaxSessions:    100000,
 		SessionQueue:   256,
-		SessionMaxWait: 2 * time.Second,
+		SessionMaxWait: time.Second,
 		Interval:       100 * time.Millisecond,
 		MinInterval:    time.Millisecond,
 		MaxInterval:    2 * time.Second,
