@@ -54,7 +54,7 @@ type routeState struct {
 // its throughput is compared; maxWindows bounds how long a window waits for
 // them.
 const (
-	MinSamples = 5
+	MinSamples = 10
 	maxWindows = 10
 )
 

@@ -197,7 +197,7 @@ func (g *Gate) pausedLocked() bool {
 }
 
 // PauseFactor: see pausedLocked.
-const PauseFactor = 4
+const PauseFactor = 2
 
 // pruneLocked refuses waiting sessions whose predicted admission lies past
 // their deadline (the interval grew since they queued).

@@ -163,7 +163,7 @@ func TestGateRefusesWaitersWhenTheIntervalGrows(t *testing.T) {
 	clk := newFakeClock()
 	cfg := gateConfig(clk)
 	cfg.SessionMaxWait = 250 * time.Millisecond
-	g, err := NewGate(cfg, func() float64 { return 5 }) // above the threshold, not paused
+	g, err := NewGate(cfg, func() float64 { return 3 }) // above the threshold, not paused
 	require.NoError(t, err)
 	require.NoError(t, g.Admit(context.Background(), request("")))
 	a := admitAsync(g, request("")) // predicted at +100 ms
@@ -293,7 +293,7 @@ func TestConfigValidate(t *testing.T) {
 func TestGatePausesWhilePageQueuesAreLong(t *testing.T) {
 	clk := newFakeClock()
 	var long atomic.Value
-	long.Store(9.0) // above PauseFactor x threshold (4 x 2)
+	long.Store(5.0) // above PauseFactor x threshold (2 x 2)
 	g, err := NewGate(gateConfig(clk), func() float64 { return long.Load().(float64) })
 	require.NoError(t, err)
 	// Even an idle gate does not admit while the page queues are long.
