@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 25m
 HOGS ?= 2
 FUZZTIME ?= 30s
 
-.PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-handoff bench-goodput bench-peers bench-affinity bench-hardening demo paper proto fuzz clean tools chaos
+.PHONY: help build test test-short lint cross deadcode bench bench-conns bench-transfers bench-gossip bench-handoff bench-goodput bench-peers bench-affinity bench-hardening bench-sqs demo paper proto fuzz clean tools chaos
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -143,6 +143,25 @@ AFFINITY_ARGS ?=
 bench-affinity: build ## key affinity + cohort order vs FIFO vs HAProxy's consistent hash at cache ratios 0.5 and 0.9; keys remapped when a node dies (~25 min)
 	@bash scripts/ensure-haproxy.sh >/dev/null 2>&1 || true
 	$(GO) run ./test/bench/affinity --bin-dir $(BIN) $(AFFINITY_ARGS)
+
+# make bench-sqs: session throughput under overload (paper 001,
+# docs/admission.md): closed-loop session clients (login, 3 light, 1 heavy
+# page; 200 ms think time, 2 s client timeout) against one node whose app's
+# heavy page thrashes beyond 2 at once, swept from below saturation to 4x
+# it, with --admission none, page and sqs; then the same on SQS_NODES nodes
+# with nu. SQS_DURATION is each run's measured time; SQS_CLIENTS and
+# SQS_CLUSTER_CLIENTS the sweeps; SQS_ARGS passes more flags.
+SQS_DURATION ?= 20s
+SQS_CLIENTS ?= 5,10,25,50,100
+SQS_NODES ?= 4
+SQS_CLUSTER_CLIENTS ?= 20,100,400
+SQS_ARGS ?=
+bench-sqs: build ## session throughput with --admission none, page, sqs from below saturation to 4x it, 1 node then SQS_NODES with nu (~10 min at SQS_DURATION=20s)
+	$(BIN)/loadgen sessions --local 1 --admission none,page,sqs --clients $(SQS_CLIENTS) \
+		--duration $(SQS_DURATION) --warmup 5s --cooldown 2s $(SQS_ARGS)
+	@if [ "$(SQS_NODES)" -gt 1 ]; then \
+		$(BIN)/loadgen sessions --local $(SQS_NODES) --admission none,page,sqs --clients $(SQS_CLUSTER_CLIENTS) \
+			--duration $(SQS_DURATION) --warmup 5s --cooldown 2s $(SQS_ARGS); fi
 
 demo: build ## start an 8-node loopback cluster, compare policies and HAProxy's central queue on the burst workload, print the table (CSV and plots in results/demo)
 	@bash scripts/ensure-haproxy.sh >/dev/null 2>&1 || true

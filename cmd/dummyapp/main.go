@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -60,6 +61,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	}
 	return 1
 }
+
+// routeFlag is --route: repeatable RouteSpecs.
+type routeFlag struct{ specs *[]dummyapp.RouteSpec }
+
+func (f *routeFlag) String() string {
+	if f.specs == nil {
+		return ""
+	}
+	var s []string
+	for _, rs := range *f.specs {
+		s = append(s, rs.String())
+	}
+	return strings.Join(s, " ")
+}
+
+func (f *routeFlag) Set(v string) error {
+	rs, err := dummyapp.ParseRouteSpec(v)
+	if err != nil {
+		return err
+	}
+	*f.specs = append(*f.specs, rs)
+	return nil
+}
+
+func (f *routeFlag) Type() string { return "PATH=MS[,knee=K][,power=P]" }
 
 func newCommand(stderr io.Writer, lookupEnv func(string) (string, bool)) *cobra.Command {
 	cfg := dummyapp.DefaultConfig()
@@ -130,6 +156,8 @@ environment over file.`,
 	fs.IntVar(&cfg.CacheSize, "cache-size", cfg.CacheSize, "cache mode: keep an LRU of this many keys (header --cache-header); 0: off")
 	fs.Float64Var(&cfg.MissMs, "miss-ms", cfg.MissMs, "cache mode: extra service time of a request whose key is not cached, in ms")
 	fs.StringVar(&cfg.CacheHeader, "cache-header", cfg.CacheHeader, "cache mode: the header carrying a request's key")
+	fs.Var(&routeFlag{&cfg.Routes}, "route", "a path with its own service time and contention model: PATH=MS[,knee=K][,power=P] (repeatable); beyond K running at once a request of it takes MS*(n/K)^P")
+	fs.StringVar(&cfg.SessionCookie, "session-cookie", "", "set this cookie (a fresh random value) on a --route answer to a request without it: a session's first page")
 	fs.DurationVar(&cfg.Calibration, "calibration", cfg.Calibration, "how long busy mode calibrates its loop at start")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest wait for requests in progress on SIGTERM/SIGINT")
 	fs.StringVar(&cpus, "cpus", "", "pin the app's threads to these CPUs (Linux), e.g. 1 or 1-3, to keep it off swd's cores; empty: no pinning")

@@ -157,6 +157,7 @@ environment, which wins over the file.`,
 	fs.DurationVar(&c.Proxy.AbandonAfter, "abandon-after", c.Proxy.AbandonAfter, "how long the app may go on with a request whose client left (it keeps its slot) before swd closes the app connection")
 	fs.StringVar(&c.Proxy.UpgradeSlot, "upgrade-slot", c.Proxy.UpgradeSlot, `"hold": an upgraded connection (WebSocket) keeps its app slot for its life; "free": the slot is freed once the switch is made`)
 	fs.StringVar(&c.TransferSecret, "transfer-secret", "", "cluster secret nodes authenticate transfers to each other with (default: derived from the control token, which never leaves the node)")
+	addAdmissionFlags(fs, c)
 	config.AddConfigFlag(fs)
 	return cmd
 }

@@ -56,6 +56,13 @@ type Config struct {
 	// MissMs is the service time a request whose key is not cached pays on
 	// top of its ms (loading the key's object), in ms.
 	MissMs float64
+	// Routes are paths with service times of their own and a contention
+	// model (routes.go; --route).
+	Routes []RouteSpec
+	// SessionCookie, if set, names a cookie the app sets (to a fresh
+	// random value) on an answer of a Routes path to a request that does
+	// not carry it: a session's first page (--session-cookie).
+	SessionCookie string
 	// Calibration is how long busy mode measures its loop at start.
 	Calibration time.Duration
 	// ShutdownTimeout bounds the graceful shutdown: requests still running
@@ -124,6 +131,9 @@ func (c Config) Validate() error {
 	}
 	if c.Mode == ModeBusy && c.Calibration < 10*time.Millisecond {
 		bad("calibration %v: want at least 10ms", c.Calibration)
+	}
+	if err := c.validateRoutes(); err != nil {
+		bad("%v", err)
 	}
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown-timeout %v: want zero or more", c.ShutdownTimeout)

@@ -154,6 +154,9 @@ func New(cfg Config, logger *slog.Logger) (*App, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/work", a.handleWork)
 	mux.HandleFunc("/work/{route...}", a.handleWork) // the same, under a route of the caller's choosing
+	if err := a.addRoutes(mux); err != nil {
+		return nil, err
+	}
 	mux.HandleFunc("GET /stats", a.handleStats)
 	mux.HandleFunc("POST /stats/reset", a.handleReset)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -237,6 +240,13 @@ func (a *App) handleWork(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	a.work(w, r, ms, nil)
+}
+
+// work serves a request that costs ms (a route's, rt, when not nil: its
+// contention model scales ms once the request runs).
+func (a *App) work(w http.ResponseWriter, r *http.Request, ms float64, rt *appRoute) {
+	var err error
 	if a.workers != nil {
 		if !a.awaitWorker(w, r) {
 			return
@@ -262,6 +272,11 @@ func (a *App) handleWork(w http.ResponseWriter, r *http.Request) {
 	}
 
 	spend := ms
+	if rt != nil {
+		a.setSession(w, r)
+		spend = rt.start()
+		defer rt.finish()
+	}
 	if a.cache != nil {
 		if key, hit := a.cache.access(r); key != "" {
 			if hit {

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/swd-project/swd/internal/admission"
 	"github.com/swd-project/swd/internal/affinity"
 	"github.com/swd-project/swd/internal/auth"
 	"github.com/swd-project/swd/internal/cluster"
@@ -90,6 +91,9 @@ type Config struct {
 	// queue by the app's cache (docs/affinity.md). Nodes only.
 	Affinity affinity.Config
 	Cohort   cohort.Config
+	// Admission is the overload control that protects sessions
+	// (--admission, docs/admission.md). Nodes only.
+	Admission admission.Config
 
 	// Policy is the initial policy; ActivationInterval how often a
 	// transfer policy runs.
@@ -151,6 +155,7 @@ func DefaultConfig() Config {
 		Control:              control.DefaultConfig(),
 		Affinity:             affinity.DefaultConfig(),
 		Cohort:               cohort.DefaultConfig(),
+		Admission:            admission.DefaultConfig(),
 		Policy:               "nu",
 		ActivationInterval:   40 * time.Millisecond,
 		DrainTimeout:         30 * time.Second,
@@ -261,6 +266,9 @@ func (c Config) validate() error {
 			return err
 		}
 	}
+	if err := c.validateAdmission(); err != nil {
+		return err
+	}
 	if err := c.validateAffinity(); err != nil {
 		return err
 	}
@@ -312,6 +320,8 @@ type Node struct {
 	// router and cohort are set with --affinity and --cohort.
 	router *router
 	cohort *cohort.Scheduler
+	// adm is --admission page|sqs (admission.go).
+	adm *admissionState
 	// flows is the node's flow history (flows.go).
 	flows *flow.Sampler
 
@@ -373,6 +383,9 @@ func New(cfg Config) (*Node, error) {
 
 	if cfg.Role == cluster.RoleNode {
 		qc := cfg.Queue
+		if err := n.installAdmission(&qc); err != nil {
+			return nil, err
+		}
 		if err := n.installAffinity(&qc); err != nil {
 			return nil, err
 		}
@@ -557,6 +570,7 @@ func (n *Node) Start() error {
 		if n.router != nil {
 			n.h.SetRouter(n.router)
 		}
+		n.startAdmission()
 		ts, err := transfer.NewServer(n.cfg.TransferServer, n.h, n)
 		if err != nil {
 			n.stopAll()

@@ -197,6 +197,8 @@ type Handler struct {
 	spool                  *spool
 	// router tags keyed requests and places them (see SetRouter).
 	router Router
+	// admitter admits client requests before they queue (see SetAdmitter).
+	admitter Admitter
 }
 
 // ewma is an exponentially weighted moving average of durations, updated
@@ -450,6 +452,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.overloaded(); err != nil {
+		h.fail(w, r, p, err, start)
+		return
+	}
+	if err := h.admit(r); err != nil {
 		h.fail(w, r, p, err, start)
 		return
 	}
@@ -802,7 +808,8 @@ func reason(err error) metrics.Reason {
 		return metrics.ReasonQueueFull
 	case errors.Is(err, swderr.ErrQueueTimeout):
 		return metrics.ReasonQueueTimeout
-	case errors.Is(err, swderr.ErrOverloaded), errors.Is(err, swderr.ErrBufferFull):
+	case errors.Is(err, swderr.ErrOverloaded), errors.Is(err, swderr.ErrBufferFull),
+		errors.Is(err, swderr.ErrSessionRefused):
 		return metrics.ReasonOverloaded
 	case errors.Is(err, swderr.ErrDraining):
 		return metrics.ReasonDraining

@@ -61,6 +61,10 @@ var (
 	// ErrPeer5xx: a peer served a transferred request and its app answered
 	// 5xx; peer health counts it against that peer (outlier detection).
 	ErrPeer5xx = errors.New("peer's application answered 5xx")
+	// ErrSessionRefused: --admission sqs refused a request that starts a
+	// new session (the session queue is full, or its admission would come
+	// after the session wait bound): 503 with Retry-After, at once.
+	ErrSessionRefused = errors.New("new session refused")
 )
 
 // HTTPStatus maps an error to the status code SWD answers a client with.
@@ -71,7 +75,8 @@ func HTTPStatus(err error) int {
 	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrQueueTimeout),
 		errors.Is(err, ErrOverloaded), errors.Is(err, ErrDraining),
 		errors.Is(err, ErrRefused), errors.Is(err, ErrNoBackend),
-		errors.Is(err, ErrBufferFull), errors.Is(err, ErrAppUnavailable):
+		errors.Is(err, ErrBufferFull), errors.Is(err, ErrAppUnavailable),
+		errors.Is(err, ErrSessionRefused):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, ErrBodyTimeout):
 		return http.StatusRequestTimeout
@@ -103,7 +108,7 @@ func GRPCCode(err error) codes.Code {
 	case err == nil:
 		return codes.OK
 	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrOverloaded),
-		errors.Is(err, ErrBufferFull):
+		errors.Is(err, ErrBufferFull), errors.Is(err, ErrSessionRefused):
 		return codes.ResourceExhausted
 	case errors.Is(err, ErrDraining), errors.Is(err, ErrHopLimit),
 		errors.Is(err, ErrNotMember), errors.Is(err, ErrRefused),

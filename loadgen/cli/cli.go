@@ -95,7 +95,7 @@ the file.`,
 	root.SetErr(stderr)
 	config.AddConfigFlag(root.PersistentFlags())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRunCommand(e), newSweepCommand(e), newCompareCommand(e), newSimCommand(e), newCapacityCommand(e))
+	root.AddCommand(newRunCommand(e), newSweepCommand(e), newCompareCommand(e), newSimCommand(e), newCapacityCommand(e), newSessionsCommand(e))
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	}
