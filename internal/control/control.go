@@ -68,6 +68,9 @@ type RouteStat struct {
 	// completions it learnt from (internal/cost).
 	Cost    time.Duration
 	Samples uint64
+	// Limit is the route's learnt most requests at the app at once under
+	// per-route admission (internal/admission); 0 when not limited.
+	Limit int
 }
 
 // PolicyHolder holds the policy in force.
@@ -199,7 +202,7 @@ func (s *Service) Status(_ context.Context, req *swdv1.StatusRequest) (*swdv1.St
 		Members:     int32(s.r.Members.Members()),
 	}
 	for _, r := range own.Routes {
-		resp.Routes = append(resp.Routes, &swdv1.RouteStat{Name: r.Name, CostSeconds: r.Cost.Seconds(), Samples: r.Samples})
+		resp.Routes = append(resp.Routes, &swdv1.RouteStat{Name: r.Name, CostSeconds: r.Cost.Seconds(), Samples: r.Samples, Limit: int32(r.Limit)})
 	}
 	for _, p := range s.r.Members.Peers() {
 		if p.Self {

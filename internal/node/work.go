@@ -87,9 +87,13 @@ func (n *Node) routeStats() []control.RouteStat {
 	if n.cost == nil {
 		return nil
 	}
+	var limits map[int]int
+	if n.adm != nil {
+		limits = n.adm.sched.Limits()
+	}
 	var out []control.RouteStat
 	for _, r := range n.cost.table.Routes() {
-		out = append(out, control.RouteStat{Name: n.cost.routes.Name(route.ID(r.ID)), Cost: r.Cost, Samples: r.Samples})
+		out = append(out, control.RouteStat{Name: n.cost.routes.Name(route.ID(r.ID)), Cost: r.Cost, Samples: r.Samples, Limit: limits[r.ID]})
 	}
 	return out
 }

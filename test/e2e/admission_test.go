@@ -13,6 +13,7 @@ import (
 
 	"github.com/swd-project/swd/internal/localcluster"
 	"github.com/swd-project/swd/loadgen"
+	"github.com/swd-project/swd/test/testutil"
 )
 
 // TestSQSNoStartedSessionFails: paper 001's promise with real processes.
@@ -58,4 +59,10 @@ func TestSQSNoStartedSessionFails(t *testing.T) {
 	_ = resp.Body.Close()
 	assert.Contains(t, string(body), `swd_route_limit{route="GET /heavy"}`)
 	assert.Contains(t, string(body), `swd_sessions_total{result="refused"}`)
+	// ... and in status (swdctl status's LIMIT column, /ui's routes).
+	limits := map[string]int32{}
+	for _, r := range testutil.Status(t, testutil.Control(t, node.GRPC)).GetRoutes() {
+		limits[r.GetName()] = r.GetLimit()
+	}
+	assert.Positive(t, limits["GET /heavy"], "status carries the heavy route's learnt limit: %v", limits)
 }
