@@ -157,11 +157,12 @@ SQS_NODES ?= 4
 SQS_CLUSTER_CLIENTS ?= 20,100,400
 SQS_ARGS ?=
 bench-sqs: build ## session throughput with --admission none, page, sqs from below saturation to 4x it, 1 node then SQS_NODES with nu (~10 min at SQS_DURATION=20s)
+	@mkdir -p results/sqs
 	$(BIN)/loadgen sessions --local 1 --admission none,page,sqs --clients $(SQS_CLIENTS) \
-		--duration $(SQS_DURATION) --warmup 5s --cooldown 2s $(SQS_ARGS)
+		--duration $(SQS_DURATION) --warmup 5s --cooldown 2s --plot results/sqs/sessions-1.png $(SQS_ARGS)
 	@if [ "$(SQS_NODES)" -gt 1 ]; then \
 		$(BIN)/loadgen sessions --local $(SQS_NODES) --admission none,page,sqs --clients $(SQS_CLUSTER_CLIENTS) \
-			--duration $(SQS_DURATION) --warmup 5s --cooldown 2s $(SQS_ARGS); fi
+			--duration $(SQS_DURATION) --warmup 5s --cooldown 2s --plot results/sqs/sessions-$(SQS_NODES).png $(SQS_ARGS); fi
 
 demo: build ## start an 8-node loopback cluster, compare policies and HAProxy's central queue on the burst workload, print the table (CSV and plots in results/demo)
 	@bash scripts/ensure-haproxy.sh >/dev/null 2>&1 || true

@@ -166,3 +166,63 @@ func sortXYs(xys plotter.XYs) {
 		}
 	}
 }
+
+// WritePlot writes r as a PNG at path in the shape of paper 001's figure:
+// completed sessions per second against the number of clients, one line
+// per admission mode, with the sessions that failed after their first
+// page per second as a dashed line of the same colour where there were
+// any.
+func (r SessionReport) WritePlot(path string) error {
+	if len(r.Rows) == 0 {
+		return fmt.Errorf("plot %s: no runs", path)
+	}
+	p := plot.New()
+	p.Title.Text = "session throughput"
+	if r.Title != "" {
+		p.Title.Text = r.Title
+	}
+	p.X.Label.Text = "clients"
+	p.Y.Label.Text = "sessions per second"
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Add(plotter.NewGrid())
+	for i, s := range r.Summaries() {
+		var done, failed plotter.XYs
+		var anyFailed bool
+		for _, row := range r.Rows {
+			if row.Mode != s.Mode {
+				continue
+			}
+			done = append(done, plotter.XY{X: float64(row.Clients), Y: row.SessionsPerSec})
+			f := 0.0
+			if row.Window > 0 {
+				f = float64(row.FailedAfterStart) / row.Window.Seconds()
+			}
+			anyFailed = anyFailed || f > 0
+			failed = append(failed, plotter.XY{X: float64(row.Clients), Y: f})
+		}
+		sortXYs(done)
+		sortXYs(failed)
+		line, points, err := plotter.NewLinePoints(done)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		line.Color, points.Color, points.Shape = seriesColor(i), seriesColor(i), plotutil.Shape(i)
+		p.Add(line, points)
+		p.Legend.Add(s.Mode+" completed", line, points)
+		if anyFailed {
+			fl, err := plotter.NewLine(failed)
+			if err != nil {
+				return fmt.Errorf("plot %s: %w", path, err)
+			}
+			fl.Color = seriesColor(i)
+			fl.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Add(fl)
+			p.Legend.Add(s.Mode+" failed after start", fl)
+		}
+	}
+	if err := p.Save(16*vg.Centimeter, 11*vg.Centimeter, path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
+}

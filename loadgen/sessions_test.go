@@ -5,6 +5,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -86,4 +88,22 @@ func TestSessionReportSummaries(t *testing.T) {
 	b.Reset()
 	require.NoError(t, r.WriteCSV(&b))
 	assert.Contains(t, b.String(), "sqs,100,9.500")
+}
+
+// WritePlot draws a PNG for a sweep (failed-after-start lines only where
+// there were any) and refuses an empty report.
+func TestSessionReportWritePlot(t *testing.T) {
+	dir := t.TempDir()
+	r := SessionReport{Title: "sessions", Rows: []SessionRow{
+		{Mode: "sqs", SessionResult: SessionResult{Clients: 10, SessionsPerSec: 8, Window: time.Second}},
+		{Mode: "sqs", SessionResult: SessionResult{Clients: 40, SessionsPerSec: 9.5, Window: time.Second}},
+		{Mode: "none", SessionResult: SessionResult{Clients: 10, SessionsPerSec: 8, Window: time.Second}},
+		{Mode: "none", SessionResult: SessionResult{Clients: 40, SessionsPerSec: 2, FailedAfterStart: 30, Window: time.Second}},
+	}}
+	path := filepath.Join(dir, "sessions.png")
+	require.NoError(t, r.WritePlot(path))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(b, []byte("\x89PNG")), "a PNG file")
+	assert.Error(t, SessionReport{}.WritePlot(filepath.Join(dir, "empty.png")))
 }

@@ -33,6 +33,7 @@ type sessionFlags struct {
 	appRoutes    []string
 	nodeArgs     []string
 	output       string
+	plot         string
 }
 
 // defaultAppRoutes is the thrashing app the sessions workload runs on
@@ -78,6 +79,7 @@ after their first page, first pages refused, and page throughput per route.
 	fs.StringArrayVar(&f.appRoutes, "app-route", defaultAppRoutes, "dummyapp --route for --local: PATH=MS[,knee=K][,power=P] (repeatable)")
 	fs.StringArrayVar(&f.nodeArgs, "node-arg", nil, "extra flag for every swd with --local (repeatable)")
 	fs.StringVarP(&f.output, "output", "o", "table", "table, json or csv")
+	fs.StringVar(&f.plot, "plot", "", "also write a PNG of completed (and failed-after-start) sessions/s against clients, one line per mode, to this file")
 	return cmd
 }
 
@@ -186,6 +188,12 @@ func runSessions(ctx context.Context, e *env, f sessionFlags) error {
 		if stop != nil {
 			stop()
 		}
+	}
+	if f.plot != "" {
+		if err := rep.WritePlot(f.plot); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "plot: %s\n", f.plot)
 	}
 	switch f.output {
 	case "json":
