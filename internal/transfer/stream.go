@@ -54,8 +54,9 @@ func (s *Server) ForwardStream(stream swdv1.Transfer_ForwardStreamServer) error 
 
 // chunkReader reads a ForwardStream's body messages. It fails with
 // swderr.ErrBadRequest when the body is shorter or longer than announced
-// (the end is checked as soon as the announced bytes have arrived, so a
-// reader that stops there still learns of excess bytes), with
+// (the end is checked when the last announced bytes arrive, before they
+// are handed out, so a reader that stops at the announced size still
+// learns of excess bytes), with
 // swderr.ErrBodyTimeout after idle without a message, and with
 // swderr.ErrClientGone when the call broke. Not safe for concurrent use;
 // at most one Recv runs at a time.
@@ -144,15 +145,20 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 		}
 		c.buf = m.GetBody()
 		c.left -= int64(len(c.buf))
+		if c.left == 0 {
+			// The last bytes: check the end before handing any of them
+			// out, as io.ReadFull and io.CopyN drop an error that comes
+			// with the bytes they asked for.
+			if err := c.end(); err != io.EOF {
+				c.buf, c.err = nil, err
+				return 0, err
+			}
+		}
 	}
 	n := copy(p, c.buf)
 	c.buf = c.buf[n:]
 	if len(c.buf) == 0 && c.left == 0 {
-		if err := c.end(); err != io.EOF {
-			c.err = err
-			return n, err
-		}
-		c.err = io.EOF
+		c.err = io.EOF // the end was checked when the last bytes came
 	}
 	return n, nil
 }
