@@ -16,8 +16,12 @@ import (
 )
 
 // StreamChunkSize is the most body bytes a ForwardStream sender puts in
-// one ForwardChunk.
+// one ForwardChunk (less when ClientConfig.MaxMessageSize is smaller:
+// streamOverhead below it).
 const StreamChunkSize = 256 << 10
+
+// streamOverhead is the room a chunk leaves in a message for its framing.
+const streamOverhead = 4 << 10
 
 // ForwardStream implements the Transfer service: Forward for a body sent
 // in chunks after the head. The head is checked (the same refusals as
@@ -189,7 +193,8 @@ func (c *Client) ForwardStream(ctx context.Context, addr string, msg *swdv1.Forw
 	if err != nil {
 		return res, classify(ctx, nil, err)
 	}
-	if err := sendBody(stream, msg, body, size); err != nil {
+	chunk := int64(min(StreamChunkSize, c.cfg.MaxMessageSize-streamOverhead))
+	if err := sendBody(stream, msg, body, size, chunk); err != nil {
 		// Cut the call: the peer has not got the whole body, so it
 		// cannot have queued the request.
 		cancel()
@@ -205,13 +210,13 @@ func (c *Client) ForwardStream(ctx context.Context, addr string, msg *swdv1.Forw
 // sendBody sends the head and the body. A peer that ended the call early
 // (a refusal of the head) makes Send return io.EOF: sending stops and the
 // answer tells why. Other errors are reading the body.
-func sendBody(stream swdv1.Transfer_ForwardStreamClient, msg *swdv1.ForwardRequest, body io.ReaderAt, size int64) error {
+func sendBody(stream swdv1.Transfer_ForwardStreamClient, msg *swdv1.ForwardRequest, body io.ReaderAt, size, chunk int64) error {
 	if err := stream.Send(&swdv1.ForwardChunk{Head: msg, BodySize: size}); err != nil {
 		return nil // io.EOF: the answer says why
 	}
-	buf := make([]byte, min(size, StreamChunkSize))
+	buf := make([]byte, min(size, chunk))
 	for off := int64(0); off < size; {
-		n, err := body.ReadAt(buf[:min(size-off, StreamChunkSize)], off)
+		n, err := body.ReadAt(buf[:min(size-off, chunk)], off)
 		if n > 0 {
 			// Send marshals synchronously, so buf may be reused after it returns.
 			if serr := stream.Send(&swdv1.ForwardChunk{Body: buf[:n]}); serr != nil {

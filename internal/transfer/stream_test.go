@@ -76,24 +76,33 @@ func randomBody(n int) []byte {
 // gRPC message, arrive whole and exact.
 func TestForwardStreamRoundTrip(t *testing.T) {
 	tests := []struct {
-		name string
-		size int
+		name   string
+		size   int
+		maxMsg int // the client's MaxMessageSize; 0: the default
 	}{
 		// Several MiB, not a multiple of the chunk size, above the 4 MiB
 		// message limit.
-		{"multi-MiB", 9<<20 + 17},
+		{"multi-MiB", 9<<20 + 17, 0},
 		// Exactly one chunk.
-		{"one chunk", transfer.StreamChunkSize},
+		{"one chunk", transfer.StreamChunkSize, 0},
 		// A single byte.
-		{"one byte", 1},
+		{"one byte", 1, 0},
 		// No body at all: the head alone.
-		{"empty", 0},
+		{"empty", 0, 0},
+		// The smallest message size allowed: chunks shrink to fit.
+		{"64 KiB messages", 1<<20 + 5, 64 << 10},
 	}
 	var taken atomic.Int32
 	addr := startStreamServer(t, nil, takingBackend(&taken))
-	c := newClient(t)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			cfg := transfer.DefaultClientConfig()
+			if tc.maxMsg > 0 {
+				cfg.MaxMessageSize = tc.maxMsg
+			}
+			c, err := transfer.NewClient(cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
 			body := randomBody(tc.size)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
