@@ -289,7 +289,12 @@ func TestSpooledBodyTransferred(t *testing.T) {
 			}
 			res := goDo(c, r)
 			eventually(t, func() bool { return na.q.Waiting() == 1 }, "big never queued")
-			require.Equal(t, 1, na.q.HandOff(1, "node-b"), "a spooled body is transferable")
+			// Movable, with its whole size for the transfer-cost rule (its
+			// size class), also when it came chunked.
+			mv := na.q.Movable(1)
+			require.Len(t, mv, 1, "a spooled body is transferable")
+			assert.EqualValues(t, size, mv[0].Size)
+			require.Equal(t, 1, na.q.HandOff(1, "node-b"))
 			if tc.served == "node-a" {
 				// Refused by node-b: back in node-a's queue, behind the holder.
 				eventually(t, func() bool { return na.q.Waiting() == 1 }, "big never put back")
