@@ -77,7 +77,7 @@ bench-work: build ## the work load index on a real 8-node cluster: mixed workloa
 bench-goodput: build ## goodput at 1x, 2x and 5x capacity for every policy (no congestion collapse)
 	$(GO) run ./test/bench/goodput --bin-dir $(BIN)
 
-bench-handoff: build ## hand-off cost (decision to the peer's queue) of small vs 1 MiB bodies on loopback, and what the transfer-cost rule changes on a 4-node cluster (~2 min)
+bench-handoff: build ## hand-off cost (decision to the peer's queue) of small, 1 MiB and spooled 4/16 MiB bodies on loopback, and what the transfer-cost rule changes on a 4-node cluster (~2 min)
 	$(GO) run ./test/bench/handoff --bin-dir $(BIN)
 
 bench-gossip: ## gossip entry age, bytes/s and CPU per node at 16, 32 and 64 nodes

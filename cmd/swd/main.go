@@ -113,7 +113,7 @@ environment, which wins over the file.`,
 	fs.DurationVar(&c.ActivationInterval, "activation-interval", c.ActivationInterval, "how often a transfer policy runs")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "longest graceful drain on SIGTERM before answering the rest with 503")
 	fs.Int64Var(&c.Proxy.MaxBody, "max-body", c.Proxy.MaxBody, "largest request body in bytes; beyond it, 413")
-	fs.Int64Var(&f.fwd.maxTransferBody, "max-transfer-body", c.Proxy.MaxTransferBody, "largest body buffered so its request can move to another node")
+	fs.Int64Var(&f.fwd.maxTransferBody, "max-transfer-body", c.Proxy.MaxTransferBody, "largest body held in memory (moved in one transfer message); larger bodies are spooled to a file and move by a streamed transfer")
 	fs.IntVar(&c.Proxy.MaxHops, "max-hops", c.Proxy.MaxHops, "how many times a request may be transferred (0 disables transfers)")
 	fs.StringVar(&c.Proxy.Placement, "placement", c.Proxy.Placement, `where a transferred request lands in the target's queue: "arrival" (by original arrival time) or "tail"`)
 	fs.StringSliceVar(&f.fwd.idempotent, "idempotent-methods", c.Proxy.IdempotentMethods, "methods run locally once if a transfer fails after the peer may have started them")

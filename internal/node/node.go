@@ -65,6 +65,8 @@ var Version = "dev"
 //     is the same);
 //   - Proxy.MaxHops: TransferServer.MaxHops, at least 1 (a dispatcher's
 //     forward arrives with one hop, even on nodes that never transfer);
+//   - Proxy.BodyIdleTimeout: TransferServer.BodyIdleTimeout (a streamed
+//     transfer's body stalls like a client's);
 //   - TransferSecret, else Control.Token: Transfer.Auth (the node key
 //     transfers and fanned-out control calls are authenticated with; the
 //     token itself never leaves the node; over TLS, only over TLS).
@@ -141,6 +143,7 @@ func DefaultConfig() Config {
 	tc.MaxMessageSize = 0
 	ts := transfer.DefaultServerConfig()
 	ts.MaxHops = 0
+	ts.BodyIdleTimeout = 0
 	return Config{
 		Role:                 cluster.RoleNode,
 		Listen:               ":8080",
@@ -186,6 +189,7 @@ func (c Config) Derived() (Config, error) {
 	derive(&errs, "Cluster.Logger", &c.Cluster.Logger, c.Logger)
 	derive(&errs, "Transfer.MaxMessageSize", &c.Transfer.MaxMessageSize, c.GRPCMaxMessageSize)
 	derive(&errs, "TransferServer.MaxHops", &c.TransferServer.MaxHops, max(c.Proxy.MaxHops, 1))
+	derive(&errs, "TransferServer.BodyIdleTimeout", &c.TransferServer.BodyIdleTimeout, c.Proxy.BodyIdleTimeout)
 	derive(&errs, "Transfer.Auth", &c.Transfer.Auth, auth.NodeCreds{Key: c.nodeKey(), Secure: c.ServerCreds != nil})
 	if err := errors.Join(errs...); err != nil {
 		return c, err

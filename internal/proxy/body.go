@@ -21,7 +21,9 @@ import (
 // Request bodies are received whole before their request enters the queue,
 // as nginx does by default: a slow uploader may hold a connection, never an
 // app slot. Bodies up to MaxTransferBody are kept in memory (and the request
-// may move to another node); larger ones are spooled to a temporary file.
+// may move to another node in one message); larger ones are spooled to a
+// temporary file (and move by a streamed transfer, ForwardStream; the
+// receiving node takes them in through this same path and budgets).
 // Every byte held in memory counts against one budget (MaxBufferedBytes),
 // every spooled byte against another (MaxSpoolBytes); a request that does
 // not fit is refused with 503 (swderr.ErrBufferFull). A body that stalls
@@ -167,6 +169,8 @@ func (h *Handler) bodyError(r *http.Request, err error) error {
 	var mbe *http.MaxBytesError
 	var ne net.Error
 	switch {
+	case errors.Is(err, swderr.ErrBodyTimeout), errors.Is(err, swderr.ErrBadRequest), errors.Is(err, swderr.ErrClientGone):
+		return err // already classified (a transferred body's reader)
 	case errors.As(err, &mbe):
 		return fmt.Errorf("%w: more than %d bytes", swderr.ErrBodyTooLarge, h.cfg.MaxBody)
 	case errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):

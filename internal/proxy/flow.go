@@ -38,9 +38,12 @@ func (c *countingWriter) FlushError() error {
 // Unwrap gives http.ResponseController the writer underneath.
 func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
-// bodyBytes is the request body's size: the buffered body, else the
-// declared length of a streamed one (0 when unknown).
+// bodyBytes is the request body's size: the spooled or buffered body,
+// else the declared length (0 when unknown).
 func (p *pending) bodyBytes() int64 {
+	if p.spooled != nil {
+		return p.size
+	}
 	if p.body != nil {
 		return int64(len(p.body))
 	}

@@ -3,7 +3,10 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -240,24 +243,43 @@ func TestBodyTooLarge(t *testing.T) {
 	}
 }
 
-// TestLargeBodyServedLocally: a body between MaxTransferBody and MaxBody is
-// served locally, in full, and its ticket is never handed off.
-func TestLargeBodyServedLocally(t *testing.T) {
+// TestSpooledBodyTransferred: a body larger than MaxTransferBody (spooled
+// to a file, and larger than one gRPC message) moves to an idle peer by
+// ForwardStream and the peer's app gets exactly its bytes; a peer that
+// cannot hold it refuses before taking it, and the request is served where
+// it is.
+func TestSpooledBodyTransferred(t *testing.T) {
+	const size = 6 << 20 // above the 4 MiB gRPC message limit
 	tests := []struct {
 		name    string
 		chunked bool
+		peer    func(c *Config) // node-b's settings
+		served  string          // the node whose app serves it
 	}{
-		// Declared length above MaxTransferBody.
-		{"content-length", false},
-		// Chunked: found out while buffering.
-		{"chunked", true},
+		// Declared length above MaxTransferBody: moves.
+		{"content-length", false, nil, "node-b"},
+		// Chunked: found out while buffering; moves all the same.
+		{"chunked", true, nil, "node-b"},
+		// The peer's spool budget cannot hold it: refused, served here.
+		{"peer spool budget full", false, func(c *Config) { c.MaxSpoolBytes = 1 << 20 }, "node-a"},
+		// The peer's --max-body is smaller: refused, served here.
+		{"peer max body smaller", false, func(c *Config) { c.MaxBody = 1 << 20 }, "node-a"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			na, nb := pair(t, nodeOpts{cfg: func(c *Config) { c.MaxBody = 4096; c.MaxTransferBody = 512 }}, nodeOpts{})
+			big := func(c *Config) { c.MaxBody = 8 << 20; c.MaxTransferBody = 64 << 10 }
+			peer := func(c *Config) {
+				big(c)
+				if tc.peer != nil {
+					tc.peer(c)
+				}
+			}
+			na, nb := pair(t, nodeOpts{cfg: big}, nodeOpts{cfg: peer})
 			c := newHTTPClient(t)
 			holder := hold(t, c, na, "holder")
-			var body io.Reader = bytes.NewReader(bytes.Repeat([]byte("y"), 2000))
+			payload := make([]byte, size)
+			_, _ = rand.NewChaCha8([32]byte{byte(len(tc.name))}).Read(payload)
+			var body io.Reader = bytes.NewReader(payload)
 			if tc.chunked {
 				body = chunked{body}
 			}
@@ -265,18 +287,33 @@ func TestLargeBodyServedLocally(t *testing.T) {
 			if tc.chunked {
 				r.ContentLength = -1 // unknown: sent chunked
 			}
-			big := goDo(c, r)
+			res := goDo(c, r)
 			eventually(t, func() bool { return na.q.Waiting() == 1 }, "big never queued")
-			assert.Equal(t, 0, na.q.HandOff(1, "node-b"), "a large body is not transferable")
-
+			// Movable, with its whole size for the transfer-cost rule (its
+			// size class), also when it came chunked.
+			mv := na.q.Movable(1)
+			require.Len(t, mv, 1, "a spooled body is transferable")
+			assert.EqualValues(t, size, mv[0].Size)
+			require.Equal(t, 1, na.q.HandOff(1, "node-b"))
+			if tc.served == "node-a" {
+				// Refused by node-b: back in node-a's queue, behind the holder.
+				eventually(t, func() bool { return na.q.Waiting() == 1 }, "big never put back")
+			}
 			na.app.releaseAll()
 			require.NoError(t, await(t, holder).err)
-			res := await(t, big)
-			require.NoError(t, res.err)
-			assert.Equal(t, http.StatusOK, res.resp.StatusCode)
-			assert.Equal(t, "node-a POST 2000", string(res.body))
-			assert.Equal(t, 1, na.app.count("big"))
-			assert.Zero(t, nb.app.total())
+			got := await(t, res)
+			require.NoError(t, got.err)
+			assert.Equal(t, http.StatusOK, got.resp.StatusCode)
+			assert.Equal(t, fmt.Sprintf("%s POST %d", tc.served, size), string(got.body))
+			app, other := na.app, nb.app
+			if tc.served == "node-b" {
+				app, other = nb.app, na.app
+			}
+			seen, ok := app.request("big")
+			require.True(t, ok)
+			assert.Equal(t, sha256.Sum256(payload), sha256.Sum256(seen.Body), "the app got the exact bytes")
+			assert.Equal(t, 1, app.count("big"))
+			assert.Zero(t, other.count("big"))
 		})
 	}
 }

@@ -45,9 +45,9 @@ type Config struct {
 	App string
 	// MaxBody is the largest request body accepted; beyond it, 413.
 	MaxBody int64
-	// MaxTransferBody is the largest body buffered so the request can move
-	// to another node; larger bodies stream to the local app and the
-	// request is not transferable.
+	// MaxTransferBody is the largest body buffered in memory (and moved to
+	// another node in one message); larger bodies are spooled to a file
+	// and move by a streamed transfer (Transfer.ForwardStream).
 	MaxTransferBody int64
 	// MaxHops is how many transfers a request may make. Default 1.
 	MaxHops int
@@ -493,7 +493,13 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 		}
 	}()
 	p := &pending{id: in.ID, r: r, arrival: in.Arrival, hops: in.Hops, in: &in}
-	if r.ContentLength > 0 {
+	defer h.free(&p.held)
+	if in.Streamed {
+		if err := h.receiveTransferred(r, p); err != nil {
+			h.m.TransferIn(in.From, metrics.TransferRefused)
+			return err
+		}
+	} else if r.ContentLength > 0 {
 		body, _ := io.ReadAll(r.Body) // an in-memory reader
 		p.body = body
 	}
@@ -536,6 +542,45 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 	return err
 }
 
+// receiveTransferred receives a ForwardStream's body (transfer.Inbound's
+// Streamed) through the path a client's takes (receive: memory up to
+// MaxTransferBody, spool beyond, under the same budgets), after the checks
+// that need no body: a request this node would refuse anyway is refused
+// before its body crosses the network.
+func (h *Handler) receiveTransferred(r *http.Request, p *pending) error {
+	switch {
+	case h.appReady != nil && !h.appReady():
+		return fmt.Errorf("%w: refusing a transfer", swderr.ErrAppUnavailable)
+	case h.q.Draining():
+		return swderr.ErrDraining
+	case r.ContentLength > h.cfg.MaxBody:
+		// Not ErrBodyTooLarge: the sender accepted the body and may
+		// still serve it itself, so this is a refusal.
+		return fmt.Errorf("%w: a body of %d bytes, at most %d here (--max-body)", swderr.ErrBufferFull, r.ContentLength, h.cfg.MaxBody)
+	}
+	if err := h.overloaded(); err != nil {
+		return err
+	}
+	if r.ContentLength == 0 {
+		// Nothing to hold, but the body must end where it was announced to.
+		if n, err := r.Body.Read(make([]byte, 1)); n > 0 || err != io.EOF {
+			return fmt.Errorf("%w: body of announced size 0: %w", swderr.ErrBadRequest, err)
+		}
+		p.body = []byte{}
+		return nil
+	}
+	mem, spooled, size, err := h.receive(r, r.Body, &p.held)
+	if err != nil {
+		return err
+	}
+	if spooled != nil {
+		p.spooled, p.size = spooled, size
+		return nil
+	}
+	p.body = mem
+	return nil
+}
+
 // arrivalSkew is the clock difference between nodes an arrival time may
 // show and still be believed.
 const arrivalSkew = time.Minute
@@ -557,7 +602,8 @@ func plausibleArrival(arrival, now time.Time, timeout time.Duration) time.Time {
 
 // readBody enforces MaxBody and receives the whole body before the request
 // is queued (see receive). It reports whether the request may be
-// transferred: only bodies held in memory travel.
+// transferred: a body held in memory travels in one Forward message, a
+// spooled one by ForwardStream.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, p *pending) (bool, error) {
 	transferable := !isUpgrade(r) && transfer.Transferable(r)
 	if r.ContentLength > h.cfg.MaxBody {
@@ -577,7 +623,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, p *pending) (
 	}
 	if spooled != nil {
 		p.spooled, p.size = spooled, size
-		return false, nil
+		return transferable, nil
 	}
 	p.body = mem
 	if p.body == nil {
@@ -745,7 +791,13 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 		ID: p.id, Request: r, Body: p.body, Arrival: p.arrival, Hops: p.hops, From: h.cfg.NodeName,
 	})
 	tctx, cancel := context.WithTimeout(ctx, h.cfg.TransferTimeout)
-	res, ferr := h.fwd.Forward(tctx, addr, msg, w)
+	var res transfer.Result
+	var ferr error
+	if p.spooled != nil {
+		res, ferr = h.fwd.ForwardStream(tctx, addr, msg, p.spooled, p.size, w)
+	} else {
+		res, ferr = h.fwd.Forward(tctx, addr, msg, w)
+	}
 	cancel()
 	if h.onTransfer != nil {
 		h.onTransfer(peer, transferHealth(res, ferr))

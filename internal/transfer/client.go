@@ -152,6 +152,19 @@ func (c *Client) Forward(ctx context.Context, addr string, msg *swdv1.ForwardReq
 	if err != nil {
 		return res, classify(ctx, nil, err)
 	}
+	return c.answer(ctx, stream, w)
+}
+
+// answerStream is the receiving side of Forward and ForwardStream.
+type answerStream interface {
+	Header() (metadata.MD, error)
+	Recv() (*swdv1.ForwardResponse, error)
+	Trailer() metadata.MD
+}
+
+// answer copies a call's streamed answer to w (see Forward for the errors).
+func (c *Client) answer(ctx context.Context, stream answerStream, w http.ResponseWriter) (Result, error) {
+	var res Result
 	if md, err := stream.Header(); err == nil && len(md.Get(AdmittedKey)) > 0 {
 		res.Admitted = time.Now()
 	}

@@ -85,6 +85,10 @@ type Inbound struct {
 	From       string
 	Dispatched bool
 	Scheme     string
+	// Streamed marks a request that came by ForwardStream: its body is
+	// still arriving, and the Backend must read it (exactly
+	// Request.ContentLength bytes) before it queues the request.
+	Streamed bool
 }
 
 // FromMessage converts a wire message into an HTTP request bound to ctx,

@@ -30,7 +30,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
@@ -46,7 +45,12 @@ type Backend interface {
 	// ServeTransferred admits r like a local request and writes the app's
 	// answer to w. It must return an error without writing anything when
 	// it does not take the request (a refusal: queue full, draining); once
-	// it has written to w, the answer is the peer's to finish.
+	// it has written to w, the answer is the peer's to finish. For a
+	// ForwardStream call (in.Streamed) it reads the whole body from r.Body
+	// before it queues the request, within its own body budgets; a read
+	// error (size mismatch: swderr.ErrBadRequest; stall:
+	// swderr.ErrBodyTimeout; sender gone: swderr.ErrClientGone) or a budget
+	// refusal (swderr.ErrBufferFull) is returned with nothing written.
 	ServeTransferred(w http.ResponseWriter, r *http.Request, in Inbound) error
 }
 
@@ -75,11 +79,15 @@ type ServerConfig struct {
 	ChunkSize int
 	// CheckMembership refuses transfers from senders that are not members.
 	CheckMembership bool
+	// BodyIdleTimeout is the longest a ForwardStream sender may send no
+	// body message; then the body fails with swderr.ErrBodyTimeout.
+	// Default 10s.
+	BodyIdleTimeout time.Duration
 }
 
 // DefaultServerConfig returns the defaults.
 func DefaultServerConfig() ServerConfig {
-	return ServerConfig{MaxHops: 1, ChunkSize: 32 << 10, CheckMembership: true}
+	return ServerConfig{MaxHops: 1, ChunkSize: 32 << 10, CheckMembership: true, BodyIdleTimeout: 10 * time.Second}
 }
 
 // Validate reports the first problem with c.
@@ -91,6 +99,8 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("transfer server: max hops must be at least 1, got %d", c.MaxHops)
 	case c.ChunkSize < 512:
 		return fmt.Errorf("transfer server: chunk size must be at least 512 bytes, got %d", c.ChunkSize)
+	case c.BodyIdleTimeout <= 0:
+		return fmt.Errorf("transfer server: body idle timeout must be positive, got %s", c.BodyIdleTimeout)
 	}
 	return nil
 }
@@ -118,26 +128,41 @@ var _ swdv1.TransferServer = (*Server)(nil)
 
 // Forward implements the Transfer service.
 func (s *Server) Forward(m *swdv1.ForwardRequest, stream swdv1.Transfer_ForwardServer) error {
-	if int(m.GetHops()) > s.cfg.MaxHops {
-		return refuse(stream, fmt.Errorf("%w: %d hops, at most %d", swderr.ErrHopLimit, m.GetHops(), s.cfg.MaxHops))
-	}
-	if err := certNames(stream.Context(), m.GetFromNode()); err != nil {
+	if err := s.checkHead(stream.Context(), m); err != nil {
 		return refuse(stream, err)
-	}
-	if m.GetFromNode() == s.cfg.NodeName {
-		// No node transfers to itself; a message naming this node came
-		// from somebody else (a standalone node is its own only member).
-		return refuse(stream, fmt.Errorf("%w: %q is this node", swderr.ErrNotMember, m.GetFromNode()))
-	}
-	if s.cfg.CheckMembership && !s.members.IsMember(m.GetFromNode()) {
-		return refuse(stream, fmt.Errorf("%w: %q", swderr.ErrNotMember, m.GetFromNode()))
 	}
 	r, in, err := FromMessage(stream.Context(), m)
 	if err != nil {
 		return swderr.ToGRPC(err)
 	}
+	return s.serve(stream, r, in)
+}
+
+// checkHead applies the refusals that depend on the message's head only
+// (hop limit, sender's certificate and membership), before any body is
+// read.
+func (s *Server) checkHead(ctx context.Context, m *swdv1.ForwardRequest) error {
+	if int(m.GetHops()) > s.cfg.MaxHops {
+		return fmt.Errorf("%w: %d hops, at most %d", swderr.ErrHopLimit, m.GetHops(), s.cfg.MaxHops)
+	}
+	if err := certNames(ctx, m.GetFromNode()); err != nil {
+		return err
+	}
+	if m.GetFromNode() == s.cfg.NodeName {
+		// No node transfers to itself; a message naming this node came
+		// from somebody else (a standalone node is its own only member).
+		return fmt.Errorf("%w: %q is this node", swderr.ErrNotMember, m.GetFromNode())
+	}
+	if s.cfg.CheckMembership && !s.members.IsMember(m.GetFromNode()) {
+		return fmt.Errorf("%w: %q", swderr.ErrNotMember, m.GetFromNode())
+	}
+	return nil
+}
+
+// serve hands r to the Backend and streams its answer.
+func (s *Server) serve(stream responseStream, r *http.Request, in Inbound) error {
 	w := newStreamWriter(stream, s.cfg.NodeName, s.cfg.ChunkSize)
-	err = s.backend.ServeTransferred(w, r, in)
+	err := s.backend.ServeTransferred(w, r, in)
 	switch {
 	case err != nil && !w.wroteHead:
 		if swderr.GRPCCode(err) == codes.ResourceExhausted || swderr.GRPCCode(err) == codes.FailedPrecondition {
@@ -154,6 +179,13 @@ func (s *Server) Forward(m *swdv1.ForwardRequest, stream swdv1.Transfer_ForwardS
 		return status.Error(codes.Aborted, "answer broken after its head: "+err.Error())
 	}
 	return w.finish()
+}
+
+// responseStream is the sending side of Forward and ForwardStream.
+type responseStream interface {
+	Send(*swdv1.ForwardResponse) error
+	SendHeader(metadata.MD) error
+	SetTrailer(metadata.MD)
 }
 
 // RefusedKey is the trailer metadata key with which a server marks a
@@ -187,14 +219,14 @@ func certNames(ctx context.Context, from string) error {
 const NotRunKey = "swd-not-run"
 
 // refuse ends a Forward with err, marked as a refusal.
-func refuse(stream grpc.ServerStream, err error) error {
+func refuse(stream interface{ SetTrailer(metadata.MD) }, err error) error {
 	stream.SetTrailer(metadata.Pairs(RefusedKey, "1"))
 	return swderr.ToGRPC(err)
 }
 
 // streamWriter is an http.ResponseWriter that streams over Forward.
 type streamWriter struct {
-	stream    swdv1.Transfer_ForwardServer
+	stream    responseStream
 	node      string
 	chunk     int
 	header    http.Header
@@ -206,7 +238,7 @@ type streamWriter struct {
 
 var _ QueueWaitReporter = (*streamWriter)(nil)
 
-func newStreamWriter(s swdv1.Transfer_ForwardServer, node string, chunk int) *streamWriter {
+func newStreamWriter(s responseStream, node string, chunk int) *streamWriter {
 	return &streamWriter{stream: s, node: node, chunk: chunk, header: make(http.Header)}
 }
 

@@ -121,6 +121,8 @@ func TestServerConfigValidate(t *testing.T) {
 		{"zero hops", func(c *transfer.ServerConfig) { c.MaxHops = 0 }, false},
 		// Chunks below 512 bytes are refused.
 		{"tiny chunk", func(c *transfer.ServerConfig) { c.ChunkSize = 511 }, false},
+		// A streamed body needs a stall limit.
+		{"no body idle timeout", func(c *transfer.ServerConfig) { c.BodyIdleTimeout = 0 }, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -327,16 +329,29 @@ func TestForwardAuthenticatesAsNode(t *testing.T) {
 			t.Cleanup(func() { _ = c.Close() })
 			ctx, cancel := context.WithTimeout(auth.OutgoingContext(context.Background(), tt.token), 10*time.Second)
 			defer cancel()
-			res, err := c.Forward(ctx, ln.Addr().String(), outbound(http.MethodGet, "/", nil), newRecorder())
-			if tt.ok {
-				require.NoError(t, err)
-				assert.Equal(t, http.StatusOK, res.Status)
-				assert.False(t, sawToken.Load(), "a transfer carried the control token")
-				return
+			// Forward and ForwardStream pass the same check.
+			calls := map[string]func() (transfer.Result, error){
+				"Forward": func() (transfer.Result, error) {
+					return c.Forward(ctx, ln.Addr().String(), outbound(http.MethodGet, "/", nil), newRecorder())
+				},
+				"ForwardStream": func() (transfer.Result, error) {
+					body := bytes.Repeat([]byte("x"), 300<<10)
+					return c.ForwardStream(ctx, ln.Addr().String(), outbound(http.MethodPost, "/", nil), bytes.NewReader(body), int64(len(body)), newRecorder())
+				},
 			}
-			require.Error(t, err)
-			assert.True(t, errors.Is(err, swderr.ErrUnauthenticated), "%v", err)
-			assert.False(t, res.HeadWritten)
+			for name, call := range calls {
+				res, err := call()
+				if tt.ok {
+					require.NoError(t, err, name)
+					assert.Equal(t, http.StatusOK, res.Status, name)
+					assert.False(t, sawToken.Load(), "a transfer carried the control token")
+					continue
+				}
+				require.Error(t, err, name)
+				assert.True(t, errors.Is(err, swderr.ErrUnauthenticated), "%s: %v", name, err)
+				assert.False(t, errors.Is(err, swderr.ErrRefused), "%s: an unauthenticated call is no refusal", name)
+				assert.False(t, res.HeadWritten, name)
+			}
 		})
 	}
 }

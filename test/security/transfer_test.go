@@ -3,6 +3,8 @@ package security
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,9 +12,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/swd-project/swd/internal/auth"
+	"github.com/swd-project/swd/internal/transfer"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 	"github.com/swd-project/swd/test/testutil"
 )
@@ -233,4 +238,86 @@ func TestTransferFromFormerMemberRefused(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
 	assert.Equal(t, before, testutil.AppStats(t, n0.App).Served)
+}
+
+// forwardStream sends m's head and then body by Transfer.ForwardStream and
+// reads the answer's status.
+func forwardStream(cc *grpc.ClientConn, m *swdv1.ForwardRequest, body []byte) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := swdv1.NewTransferClient(cc).ForwardStream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if st.Send(&swdv1.ForwardChunk{Head: m, BodySize: int64(len(body))}) == nil {
+		for off := 0; off < len(body); off += transfer.StreamChunkSize {
+			if st.Send(&swdv1.ForwardChunk{Body: body[off:min(off+transfer.StreamChunkSize, len(body))]}) != nil {
+				break // the server ended the call: Recv says why
+			}
+		}
+		_ = st.CloseSend()
+	}
+	code := 0
+	for {
+		part, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return code, nil
+		}
+		if err != nil {
+			return code, err
+		}
+		if h := part.GetHead(); h != nil {
+			code = int(h.GetStatus())
+		}
+	}
+}
+
+// Transfers are authenticated with the cluster's node key
+// (--transfer-secret): a streamed transfer (ForwardStream, for bodies
+// beyond --max-transfer-body) without it, or with another key, is refused
+// as UNAUTHENTICATED exactly like Forward, before anything is read or
+// reaches the app; with the key, it gets as far as the membership check.
+func TestStreamedTransferNeedsNodeKey(t *testing.T) {
+	binDir(t)
+	t.Parallel()
+	nd := oneNode(t, "node-0", "--transfer-secret", "s3cret", "--max-transfer-body", "65536")
+	body := bytes.Repeat([]byte("x"), 1<<20)
+	post := func(from string) *swdv1.ForwardRequest {
+		m := workRequest(from)
+		m.Method = http.MethodPost
+		return m
+	}
+	cases := []struct {
+		name   string
+		dial   []grpc.DialOption
+		stream bool
+		want   codes.Code
+	}{
+		// Forward without credentials: the existing rule.
+		{"Forward, no credentials", nil, false, codes.Unauthenticated},
+		// ForwardStream without credentials: the same refusal.
+		{"ForwardStream, no credentials", nil, true, codes.Unauthenticated},
+		// ForwardStream with another cluster's key.
+		{"ForwardStream, wrong key", []grpc.DialOption{auth.NodeCreds{Key: auth.DeriveNodeKey("guess")}.DialOption()}, true, codes.Unauthenticated},
+		// With the key it is authenticated, and refused as no member.
+		{"ForwardStream, node key", []grpc.DialOption{auth.NodeCreds{Key: auth.DeriveNodeKey("s3cret")}.DialOption()}, true, codes.FailedPrecondition},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cc := testutil.Dial(t, nd.GRPC, append([]grpc.DialOption{testutil.Plaintext()}, tc.dial...)...)
+			var err error
+			if tc.stream {
+				_, err = forwardStream(cc, post("mallory"), body)
+			} else {
+				m := post("mallory")
+				m.Body = body[:32<<10]
+				_, err = forward(cc, m)
+			}
+			require.Error(t, err)
+			assert.Equal(t, tc.want, status.Code(err), "%v", err)
+		})
+	}
+	s := testutil.AppStats(t, nd.App)
+	assert.Zero(t, s.Served, "a refused transfer reached the app")
+	assert.Zero(t, s.BodyBytes)
 }

@@ -1914,6 +1914,69 @@ func (x *HandoffCost) GetSamples() uint64 {
 	return 0
 }
 
+// ForwardChunk is one message of a ForwardStream call: the first carries
+// head and body_size (body empty), each later one body bytes only (at most
+// 256 KiB). The body's bytes must add up to body_size exactly.
+type ForwardChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Head          *ForwardRequest        `protobuf:"bytes,1,opt,name=head,proto3" json:"head,omitempty"`
+	BodySize      int64                  `protobuf:"varint,2,opt,name=body_size,json=bodySize,proto3" json:"body_size,omitempty"`
+	Body          []byte                 `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardChunk) Reset() {
+	*x = ForwardChunk{}
+	mi := &file_swd_v1_swd_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardChunk) ProtoMessage() {}
+
+func (x *ForwardChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_swd_v1_swd_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardChunk.ProtoReflect.Descriptor instead.
+func (*ForwardChunk) Descriptor() ([]byte, []int) {
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ForwardChunk) GetHead() *ForwardRequest {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *ForwardChunk) GetBodySize() int64 {
+	if x != nil {
+		return x.BodySize
+	}
+	return 0
+}
+
+func (x *ForwardChunk) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
 var File_swd_v1_swd_proto protoreflect.FileDescriptor
 
 const file_swd_v1_swd_proto_rawDesc = "" +
@@ -2075,9 +2138,14 @@ const file_swd_v1_swd_proto_rawDesc = "" +
 	"\vHandoffCost\x12\x1b\n" +
 	"\tmax_bytes\x18\x01 \x01(\x03R\bmaxBytes\x12\x18\n" +
 	"\aseconds\x18\x02 \x01(\x01R\aseconds\x12\x18\n" +
-	"\asamples\x18\x03 \x01(\x04R\asamples2H\n" +
+	"\asamples\x18\x03 \x01(\x04R\asamples\"k\n" +
+	"\fForwardChunk\x12*\n" +
+	"\x04head\x18\x01 \x01(\v2\x16.swd.v1.ForwardRequestR\x04head\x12\x1b\n" +
+	"\tbody_size\x18\x02 \x01(\x03R\bbodySize\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\fR\x04body2\x8c\x01\n" +
 	"\bTransfer\x12<\n" +
-	"\aForward\x12\x16.swd.v1.ForwardRequest\x1a\x17.swd.v1.ForwardResponse0\x012\xef\x02\n" +
+	"\aForward\x12\x16.swd.v1.ForwardRequest\x1a\x17.swd.v1.ForwardResponse0\x01\x12B\n" +
+	"\rForwardStream\x12\x14.swd.v1.ForwardChunk\x1a\x17.swd.v1.ForwardResponse(\x010\x012\xef\x02\n" +
 	"\aControl\x127\n" +
 	"\x06Status\x12\x15.swd.v1.StatusRequest\x1a\x16.swd.v1.StatusResponse\x124\n" +
 	"\x05Nodes\x12\x14.swd.v1.NodesRequest\x1a\x15.swd.v1.NodesResponse\x12:\n" +
@@ -2100,7 +2168,7 @@ func file_swd_v1_swd_proto_rawDescGZIP() []byte {
 }
 
 var file_swd_v1_swd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_swd_v1_swd_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_swd_v1_swd_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_swd_v1_swd_proto_goTypes = []any{
 	(GossipKeyRequest_Op)(0),  // 0: swd.v1.GossipKeyRequest.Op
 	(*Header)(nil),            // 1: swd.v1.Header
@@ -2128,7 +2196,8 @@ var file_swd_v1_swd_proto_goTypes = []any{
 	(*FlowSample)(nil),        // 23: swd.v1.FlowSample
 	(*EdgeRate)(nil),          // 24: swd.v1.EdgeRate
 	(*HandoffCost)(nil),       // 25: swd.v1.HandoffCost
-	nil,                       // 26: swd.v1.StatusResponse.CountersEntry
+	(*ForwardChunk)(nil),      // 26: swd.v1.ForwardChunk
+	nil,                       // 27: swd.v1.StatusResponse.CountersEntry
 }
 var file_swd_v1_swd_proto_depIdxs = []int32{
 	1,  // 0: swd.v1.ForwardRequest.headers:type_name -> swd.v1.Header
@@ -2138,7 +2207,7 @@ var file_swd_v1_swd_proto_depIdxs = []int32{
 	1,  // 4: swd.v1.ResponseTrailer.trailers:type_name -> swd.v1.Header
 	6,  // 5: swd.v1.StatusResponse.policy:type_name -> swd.v1.PolicyState
 	8,  // 6: swd.v1.StatusResponse.view:type_name -> swd.v1.PeerLoad
-	26, // 7: swd.v1.StatusResponse.counters:type_name -> swd.v1.StatusResponse.CountersEntry
+	27, // 7: swd.v1.StatusResponse.counters:type_name -> swd.v1.StatusResponse.CountersEntry
 	10, // 8: swd.v1.StatusResponse.routes:type_name -> swd.v1.RouteStat
 	23, // 9: swd.v1.StatusResponse.flows:type_name -> swd.v1.FlowSample
 	25, // 10: swd.v1.StatusResponse.handoff_costs:type_name -> swd.v1.HandoffCost
@@ -2148,25 +2217,28 @@ var file_swd_v1_swd_proto_depIdxs = []int32{
 	0,  // 14: swd.v1.GossipKeyRequest.op:type_name -> swd.v1.GossipKeyRequest.Op
 	21, // 15: swd.v1.GossipKeyResponse.results:type_name -> swd.v1.NodeKeys
 	24, // 16: swd.v1.FlowSample.edges:type_name -> swd.v1.EdgeRate
-	2,  // 17: swd.v1.Transfer.Forward:input_type -> swd.v1.ForwardRequest
-	7,  // 18: swd.v1.Control.Status:input_type -> swd.v1.StatusRequest
-	11, // 19: swd.v1.Control.Nodes:input_type -> swd.v1.NodesRequest
-	14, // 20: swd.v1.Control.GetPolicy:input_type -> swd.v1.GetPolicyRequest
-	15, // 21: swd.v1.Control.SetPolicy:input_type -> swd.v1.SetPolicyRequest
-	18, // 22: swd.v1.Control.Drain:input_type -> swd.v1.DrainRequest
-	20, // 23: swd.v1.Control.GossipKeys:input_type -> swd.v1.GossipKeyRequest
-	3,  // 24: swd.v1.Transfer.Forward:output_type -> swd.v1.ForwardResponse
-	9,  // 25: swd.v1.Control.Status:output_type -> swd.v1.StatusResponse
-	13, // 26: swd.v1.Control.Nodes:output_type -> swd.v1.NodesResponse
-	6,  // 27: swd.v1.Control.GetPolicy:output_type -> swd.v1.PolicyState
-	17, // 28: swd.v1.Control.SetPolicy:output_type -> swd.v1.SetPolicyResponse
-	19, // 29: swd.v1.Control.Drain:output_type -> swd.v1.DrainResponse
-	22, // 30: swd.v1.Control.GossipKeys:output_type -> swd.v1.GossipKeyResponse
-	24, // [24:31] is the sub-list for method output_type
-	17, // [17:24] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	2,  // 17: swd.v1.ForwardChunk.head:type_name -> swd.v1.ForwardRequest
+	2,  // 18: swd.v1.Transfer.Forward:input_type -> swd.v1.ForwardRequest
+	26, // 19: swd.v1.Transfer.ForwardStream:input_type -> swd.v1.ForwardChunk
+	7,  // 20: swd.v1.Control.Status:input_type -> swd.v1.StatusRequest
+	11, // 21: swd.v1.Control.Nodes:input_type -> swd.v1.NodesRequest
+	14, // 22: swd.v1.Control.GetPolicy:input_type -> swd.v1.GetPolicyRequest
+	15, // 23: swd.v1.Control.SetPolicy:input_type -> swd.v1.SetPolicyRequest
+	18, // 24: swd.v1.Control.Drain:input_type -> swd.v1.DrainRequest
+	20, // 25: swd.v1.Control.GossipKeys:input_type -> swd.v1.GossipKeyRequest
+	3,  // 26: swd.v1.Transfer.Forward:output_type -> swd.v1.ForwardResponse
+	3,  // 27: swd.v1.Transfer.ForwardStream:output_type -> swd.v1.ForwardResponse
+	9,  // 28: swd.v1.Control.Status:output_type -> swd.v1.StatusResponse
+	13, // 29: swd.v1.Control.Nodes:output_type -> swd.v1.NodesResponse
+	6,  // 30: swd.v1.Control.GetPolicy:output_type -> swd.v1.PolicyState
+	17, // 31: swd.v1.Control.SetPolicy:output_type -> swd.v1.SetPolicyResponse
+	19, // 32: swd.v1.Control.Drain:output_type -> swd.v1.DrainResponse
+	22, // 33: swd.v1.Control.GossipKeys:output_type -> swd.v1.GossipKeyResponse
+	26, // [26:34] is the sub-list for method output_type
+	18, // [18:26] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_swd_v1_swd_proto_init() }
@@ -2185,7 +2257,7 @@ func file_swd_v1_swd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_swd_v1_swd_proto_rawDesc), len(file_swd_v1_swd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -25,7 +25,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Transfer_Forward_FullMethodName = "/swd.v1.Transfer/Forward"
+	Transfer_Forward_FullMethodName       = "/swd.v1.Transfer/Forward"
+	Transfer_ForwardStream_FullMethodName = "/swd.v1.Transfer/ForwardStream"
 )
 
 // TransferClient is the client API for Transfer service.
@@ -37,6 +38,11 @@ type TransferClient interface {
 	// draining, hop limit, sender not a member) guarantees the request was
 	// not taken and may be put back by the sender.
 	Forward(ctx context.Context, in *ForwardRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ForwardResponse], error)
+	// ForwardStream is Forward for bodies too large for one message: the
+	// first ForwardChunk carries the head (a ForwardRequest with an empty
+	// body) and the body's size, the later ones the body's bytes in order.
+	// The peer checks the head before reading the body; refusals as Forward.
+	ForwardStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardChunk, ForwardResponse], error)
 }
 
 type transferClient struct {
@@ -66,6 +72,19 @@ func (c *transferClient) Forward(ctx context.Context, in *ForwardRequest, opts .
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Transfer_ForwardClient = grpc.ServerStreamingClient[ForwardResponse]
 
+func (c *transferClient) ForwardStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardChunk, ForwardResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Transfer_ServiceDesc.Streams[1], Transfer_ForwardStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ForwardChunk, ForwardResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Transfer_ForwardStreamClient = grpc.BidiStreamingClient[ForwardChunk, ForwardResponse]
+
 // TransferServer is the server API for Transfer service.
 // All implementations must embed UnimplementedTransferServer
 // for forward compatibility.
@@ -75,6 +94,11 @@ type TransferServer interface {
 	// draining, hop limit, sender not a member) guarantees the request was
 	// not taken and may be put back by the sender.
 	Forward(*ForwardRequest, grpc.ServerStreamingServer[ForwardResponse]) error
+	// ForwardStream is Forward for bodies too large for one message: the
+	// first ForwardChunk carries the head (a ForwardRequest with an empty
+	// body) and the body's size, the later ones the body's bytes in order.
+	// The peer checks the head before reading the body; refusals as Forward.
+	ForwardStream(grpc.BidiStreamingServer[ForwardChunk, ForwardResponse]) error
 	mustEmbedUnimplementedTransferServer()
 }
 
@@ -87,6 +111,9 @@ type UnimplementedTransferServer struct{}
 
 func (UnimplementedTransferServer) Forward(*ForwardRequest, grpc.ServerStreamingServer[ForwardResponse]) error {
 	return status.Error(codes.Unimplemented, "method Forward not implemented")
+}
+func (UnimplementedTransferServer) ForwardStream(grpc.BidiStreamingServer[ForwardChunk, ForwardResponse]) error {
+	return status.Error(codes.Unimplemented, "method ForwardStream not implemented")
 }
 func (UnimplementedTransferServer) mustEmbedUnimplementedTransferServer() {}
 func (UnimplementedTransferServer) testEmbeddedByValue()                  {}
@@ -120,6 +147,13 @@ func _Transfer_Forward_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Transfer_ForwardServer = grpc.ServerStreamingServer[ForwardResponse]
 
+func _Transfer_ForwardStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TransferServer).ForwardStream(&grpc.GenericServerStream[ForwardChunk, ForwardResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Transfer_ForwardStreamServer = grpc.BidiStreamingServer[ForwardChunk, ForwardResponse]
+
 // Transfer_ServiceDesc is the grpc.ServiceDesc for Transfer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -132,6 +166,12 @@ var Transfer_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Forward",
 			Handler:       _Transfer_Forward_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "ForwardStream",
+			Handler:       _Transfer_ForwardStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "swd/v1/swd.proto",

@@ -8,7 +8,12 @@
 // the same pattern for both; the figures are node-0's
 // swd_transfer_handoff_seconds (decision to the peer's queue, as node-0
 // learns it) per size class over the phases of that size: mean, and p50 and
-// p99 interpolated within the histogram's buckets.
+// p99 interpolated within the histogram's buckets. Then, for bodies above
+// --max-transfer-body (spooled, moved by Transfer.ForwardStream; default 4
+// and 16 MiB), the same with fewer, longer requests (200 ms, 7/s: more
+// than node-0's 5/s), so the bodies' bytes stay within what loopback and
+// the spool disk carry; both sizes fall in the "larger" class, so each
+// phase's difference of that class is its size's.
 //
 // Part 2, the rule on a real cluster: four nodes under nu; clients call
 // node-0 and node-1 only, with short requests (exponential, mean 5 ms) of
@@ -30,6 +35,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,12 +59,32 @@ func main() {
 	share := flag.Float64("large-share", 0.2, "part 2: share of requests with a 1 MiB body")
 	meanMs := flag.Float64("mean-ms", 5, "part 2: mean service time (exponential)")
 	part := flag.String("part", "1,2", "which parts to run")
+	spooledFlag := flag.String("spooled", "4,16", "part 1: spooled body sizes in MiB (above --max-transfer-body, 1 MiB), comma-separated; empty for none")
 	flag.Parse()
+	for _, f := range strings.Split(*spooledFlag, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		mib, err := strconv.Atoi(f)
+		if err != nil || mib < 2 || mib > 60 {
+			fmt.Fprintf(os.Stderr, "bench/handoff: --spooled %q: sizes are whole MiB from 2 to 60\n", f)
+			os.Exit(2)
+		}
+		spooled = append(spooled, mib<<20)
+	}
+	payload = bytes.Repeat([]byte("x"), max(1<<20, slices.Max(append([]int{0}, spooled...))))
 	if err := run(*binDir, *phase, *rounds, *dur, *rate, *share, *meanMs, *part); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/handoff:", err)
 		os.Exit(1)
 	}
 }
+
+// spooled holds the spooled body sizes of part 1; payload the bytes every
+// request body is cut from (read only once the offers run).
+var (
+	spooled []int
+	payload []byte
+)
 
 func run(binDir string, phase time.Duration, rounds int, dur time.Duration, rate, share, meanMs float64, part string) error {
 	if strings.Contains(part, "1") {
@@ -167,7 +193,6 @@ func offer(targets []string, rate float64, d time.Duration, seed uint64, size fu
 	rng := rand.New(rand.NewPCG(seed, 22))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
-	large := bytes.Repeat([]byte("x"), 1<<20)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var rts []time.Duration
@@ -184,7 +209,7 @@ func offer(targets []string, rate float64, d time.Duration, seed uint64, size fu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, err := http.NewRequest(http.MethodPost, "http://"+target+"/work?ms="+strconv.FormatFloat(ms, 'f', 3, 64), bytes.NewReader(large[:n]))
+			req, err := http.NewRequest(http.MethodPost, "http://"+target+"/work?ms="+strconv.FormatFloat(ms, 'f', 3, 64), bytes.NewReader(payload[:n]))
 			if err != nil {
 				return
 			}
@@ -222,23 +247,29 @@ func handoffCost(binDir string, phase time.Duration, rounds int) error {
 	n0 := c.Info.Nodes[0]
 	fmt.Printf("hand-off cost on loopback: 2 nodes under nu (m = 1), node-0 offered 70 req/s of 20 ms requests (it serves 50/s);\n"+
 		"%d phases of %s per body size, alternating; node-0's swd_transfer_handoff_seconds (decision to the peer's queue)\n\n", rounds, phase)
+	type phaseKind struct {
+		name, class string
+		bytes       int
+		rate, ms    float64
+	}
+	kinds := []phaseKind{{"200 bytes", string(metrics.Size4KiB), 200, 70, 20}, {"1 MiB", string(metrics.Size1MiB), 1 << 20, 70, 20}}
+	for _, n := range spooled {
+		kinds = append(kinds, phaseKind{fmt.Sprintf("%d MiB (spooled)", n>>20), string(metrics.SizeLarger), n, 7, 200})
+	}
 	sum := map[string]metrics.Histogram{}
 	for r := 0; r < rounds; r++ {
-		for _, b := range []struct {
-			class string
-			bytes int
-		}{{string(metrics.Size4KiB), 200}, {string(metrics.Size1MiB), 1 << 20}} {
+		for _, b := range kinds {
 			before, err := handoffHists(n0.Admin)
 			if err != nil {
 				return err
 			}
-			offer([]string{n0.HTTP}, 70, phase, uint64(r), func(*rand.Rand) float64 { return 20 }, func(*rand.Rand) int { return b.bytes })
+			offer([]string{n0.HTTP}, b.rate, phase, uint64(r), func(*rand.Rand) float64 { return b.ms }, func(*rand.Rand) int { return b.bytes })
 			after, err := handoffHists(n0.Admin)
 			if err != nil {
 				return err
 			}
 			d := after[b.class].minus(before[b.class])
-			acc := sum[b.class]
+			acc := sum[b.name]
 			if acc.Counts == nil {
 				acc = d
 			} else {
@@ -248,13 +279,13 @@ func handoffCost(binDir string, phase time.Duration, rounds int) error {
 				acc.Count += d.Count
 				acc.Sum += d.Sum
 			}
-			sum[b.class] = acc
+			sum[b.name] = acc
 			time.Sleep(2 * time.Second) // let the queue drain between phases
 		}
 	}
 	fmt.Printf("%-22s %10s %10s %10s %10s\n", "request body", "hand-offs", "mean ms", "p50 ms", "p99 ms")
-	for _, row := range []struct{ name, class string }{{"200 bytes", string(metrics.Size4KiB)}, {"1 MiB", string(metrics.Size1MiB)}} {
-		h := sum[row.class]
+	for _, row := range kinds {
+		h := sum[row.name]
 		if h.Count == 0 {
 			fmt.Printf("%-22s %10d %10s %10s %10s\n", row.name, 0, "-", "-", "-")
 			continue
@@ -262,7 +293,10 @@ func handoffCost(binDir string, phase time.Duration, rounds int) error {
 		fmt.Printf("%-22s %10d %10.2f %10.2f %10.2f\n", row.name, h.Count, h.Sum/float64(h.Count)*1e3,
 			h.Quantile(0.5, metrics.Histogram{})*1e3, h.Quantile(0.99, metrics.Histogram{})*1e3)
 	}
-	fmt.Println("(p50/p99 interpolated within the histogram's buckets, x4 apart from 0.5 ms; the mean is exact)")
+	fmt.Println("(p50/p99 interpolated within the histogram's buckets, x4 apart from 0.5 ms, the last at 2 s; the mean is exact)")
+	if len(spooled) > 0 {
+		fmt.Println("(spooled bodies: 7 req/s of 200 ms requests instead of 70 of 20 ms; they move by Transfer.ForwardStream)")
+	}
 	fmt.Println()
 	return nil
 }
