@@ -177,12 +177,19 @@ func (s *Server) serve(stream responseStream, r *http.Request, in Inbound) error
 		// The answer broke after its head: abort the stream so the sender
 		// sees a broken answer, never a clean truncated one.
 		return status.Error(codes.Aborted, "answer broken after its head: "+err.Error())
+	case w.wroteHead && stream.Context().Err() != nil:
+		// The call ended (the sender's transfer timeout, or the sender
+		// gone) while the answer was being written: the app's connection
+		// was half-closed and its answer may have ended early, cleanly.
+		// Never end such an answer as complete.
+		return status.FromContextError(stream.Context().Err()).Err()
 	}
 	return w.finish()
 }
 
 // responseStream is the sending side of Forward and ForwardStream.
 type responseStream interface {
+	Context() context.Context
 	Send(*swdv1.ForwardResponse) error
 	SendHeader(metadata.MD) error
 	SetTrailer(metadata.MD)
