@@ -356,10 +356,12 @@ func TestHoldNodeDown(t *testing.T) {
 	c := newHTTPClient(t)
 	r0 := goDo(c, newReq(t, context.Background(), http.MethodGet, rig.front.URL, "/", "r0", nil))
 	eventually(t, func() bool { return n0.has("r0") }, "r0 not placed")
-	r1 := goDo(c, newReq(t, context.Background(), http.MethodGet, rig.front.URL, "/", "r1", nil))
-	r2 := goDo(c, newReq(t, context.Background(), http.MethodGet, rig.front.URL, "/", "r2", nil))
-	r3 := goDo(c, newReq(t, context.Background(), http.MethodGet, rig.front.URL, "/", "r3", nil))
-	eventually(t, func() bool { return rig.d.Held() == 3 }, "not held (held %d)", rig.d.Held())
+	var chans []<-chan result
+	for k, id := range []string{"r1", "r2", "r3"} { // one at a time: FIFO order r1, r2, r3
+		chans = append(chans, goDo(c, newReq(t, context.Background(), http.MethodGet, rig.front.URL, "/", id, nil)))
+		eventually(t, func() bool { return rig.d.Held() == k+1 }, "%s not held (held %d)", id, rig.d.Held())
+	}
+	r1, r2, r3 := chans[0], chans[1], chans[2]
 	for _, id := range []string{"r1", "r2", "r3"} {
 		assert.False(t, n1.has(id), "%s reached n1, which is down", id)
 	}
