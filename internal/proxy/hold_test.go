@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/swd-project/swd/internal/policy"
+	"github.com/swd-project/swd/internal/swderr"
 	"github.com/swd-project/swd/internal/transfer"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
@@ -424,4 +425,54 @@ func TestHoldPolicySwitch(t *testing.T) {
 	require.NoError(t, res.err)
 	assert.Equal(t, "n0 r3", string(res.body))
 	eventually(t, func() bool { return len(rig.d.Outstanding()) == 0 }, "counts %v", rig.d.Outstanding())
+}
+
+// refusingNode refuses every request it is sent (its queue is full): it
+// never takes one.
+type refusingNode struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (n *refusingNode) ServeTransferred(_ http.ResponseWriter, r *http.Request, _ transfer.Inbound) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.seen = append(n.seen, r.Header.Get("X-Request-Id"))
+	return swderr.ErrQueueFull
+}
+
+func (n *refusingNode) saw(id string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Contains(n.seen, id)
+}
+
+// TestHoldRefused: a request a node refuses goes back to the head of the
+// FIFO with that node left out for it; it is placed on another node when
+// that one has a free slot, never beyond its m.
+func TestHoldRefused(t *testing.T) {
+	ref := &refusingNode{}
+	nodes, bs := gatedBackends(t, 1)
+	n1 := nodes[0]
+	bs = append([]Backend{{Name: "full", GRPCAddr: serveTransfer(t, "full", ref), Concurrency: 1}}, bs...)
+	rig := newHoldRig(t, bs, nil)
+	c := newHTTPClient(t)
+	r0 := goDo(c, newReq(t, context.Background(), http.MethodGet, rig.front.URL, "/", "r0", nil))
+	eventually(t, func() bool { return n1.has("r0") }, "r0 not placed on n0")
+	// r1: "full" has a free slot by the counts, refuses; n0 is busy: held.
+	r1 := goDo(c, newReq(t, context.Background(), http.MethodGet, rig.front.URL, "/", "r1", nil))
+	eventually(t, func() bool { return ref.saw("r1") && rig.d.Held() == 1 }, "r1 not refused and held again (held %d)", rig.d.Held())
+	assert.False(t, n1.has("r1"), "r1 placed on n0 beyond its m")
+	assert.Equal(t, map[string]int{"n0": 1}, rig.d.Outstanding(), "the refusal still counted")
+
+	n1.open("r0")
+	require.NoError(t, await(t, r0).err)
+	eventually(t, func() bool { return n1.has("r1") }, "r1 not placed when n0 freed")
+	n1.open("r1")
+	res := await(t, r1)
+	require.NoError(t, res.err)
+	assert.Equal(t, http.StatusOK, res.resp.StatusCode)
+	assert.Equal(t, "n0 r1", string(res.body))
+	eventually(t, func() bool { return len(rig.d.Outstanding()) == 0 && rig.d.Held() == 0 },
+		"counts %v, held %d", rig.d.Outstanding(), rig.d.Held())
 }
