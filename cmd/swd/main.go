@@ -107,7 +107,7 @@ environment, which wins over the file.`,
 	fs.StringVar(&c.Cluster.Advertise, "advertise", "", "address (host:port) other nodes reach this node's gossip on, if not the bind address")
 	fs.StringSliceVar(&f.joinList, "join", nil, "comma-separated seed addresses or DNS names to join (retried with backoff)")
 	fs.StringVar(&c.Policy, "policy", c.Policy, "initial policy: "+strings.Join(policy.Names(), ", "))
-	fs.StringVar(&c.Role, "role", c.Role, `"node", or "dispatcher" (front door for rr/ct, no local app)`)
+	fs.StringVar(&c.Role, "role", c.Role, `"node", or "dispatcher" (front door for rr/ct/cq, no local app)`)
 	fs.DurationVar(&c.Cluster.GossipInterval, "gossip-interval", c.Cluster.GossipInterval, "how often load is disseminated")
 	fs.DurationVar(&f.staleAfter, "stale-after", 0, "age after which a peer's load counts as unknown (default 5 gossip intervals)")
 	fs.DurationVar(&c.ActivationInterval, "activation-interval", c.ActivationInterval, "how often a transfer policy runs")

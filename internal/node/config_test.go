@@ -139,10 +139,19 @@ func TestRoleValidatedWhole(t *testing.T) {
 			c.Role = cluster.RoleDispatcher
 			c.Dispatcher.RetryAfter = -5 * time.Second
 		}, "--retry-after"},
-		// ...not a node's queue it does not have.
-		{"dispatcher: queue ignored", func(c *Config) {
+		// ...and so are the queue flags that bound its FIFO (cq)...
+		{"dispatcher: queue limit bounds its FIFO", func(c *Config) {
 			c.Role = cluster.RoleDispatcher
 			c.Queue.Limit = 0
+		}, "--queue-limit"},
+		{"dispatcher: queue timeout bounds its FIFO", func(c *Config) {
+			c.Role = cluster.RoleDispatcher
+			c.Queue.Timeout = 0
+		}, "--queue-timeout"},
+		// ...not the rest of a node's queue, which it does not have.
+		{"dispatcher: concurrency ignored", func(c *Config) {
+			c.Role = cluster.RoleDispatcher
+			c.Queue.Concurrency = 0
 		}, ""},
 		// Both roles: the shared parts.
 		{"gossip interval", func(c *Config) { c.Cluster.GossipInterval = 0 }, "gossip interval"},

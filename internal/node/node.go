@@ -61,6 +61,8 @@ var Version = "dev"
 //   - NodeName: Proxy, Dispatcher, Cluster and TransferServer.NodeName;
 //   - Role: Cluster.Role;
 //   - Logger: Proxy, Dispatcher and Cluster.Logger;
+//   - Queue.Limit and Queue.Timeout: Dispatcher.HoldLimit and HoldTimeout
+//     (a dispatcher's FIFO is bounded by the same flags as a node's queue);
 //   - GRPCMaxMessageSize: Transfer.MaxMessageSize (the gRPC server's limit
 //     is the same);
 //   - Proxy.MaxHops: TransferServer.MaxHops, at least 1 (a dispatcher's
@@ -144,6 +146,8 @@ func DefaultConfig() Config {
 	ts := transfer.DefaultServerConfig()
 	ts.MaxHops = 0
 	ts.BodyIdleTimeout = 0
+	dc := proxy.DefaultDispatcherConfig()
+	dc.HoldLimit, dc.HoldTimeout = 0, 0
 	return Config{
 		Role:                 cluster.RoleNode,
 		Listen:               ":8080",
@@ -151,7 +155,7 @@ func DefaultConfig() Config {
 		GRPC:                 "127.0.0.1:7070",
 		Queue:                queue.DefaultConfig(),
 		Proxy:                proxy.DefaultConfig(),
-		Dispatcher:           proxy.DefaultDispatcherConfig(),
+		Dispatcher:           dc,
 		Cluster:              cl,
 		Transfer:             tc,
 		TransferServer:       ts,
@@ -187,6 +191,8 @@ func (c Config) Derived() (Config, error) {
 	derive(&errs, "Proxy.Logger", &c.Proxy.Logger, c.Logger)
 	derive(&errs, "Dispatcher.Logger", &c.Dispatcher.Logger, c.Logger)
 	derive(&errs, "Cluster.Logger", &c.Cluster.Logger, c.Logger)
+	derive(&errs, "Dispatcher.HoldLimit", &c.Dispatcher.HoldLimit, c.Queue.Limit)
+	derive(&errs, "Dispatcher.HoldTimeout", &c.Dispatcher.HoldTimeout, c.Queue.Timeout)
 	derive(&errs, "Transfer.MaxMessageSize", &c.Transfer.MaxMessageSize, c.GRPCMaxMessageSize)
 	derive(&errs, "TransferServer.MaxHops", &c.TransferServer.MaxHops, max(c.Proxy.MaxHops, 1))
 	derive(&errs, "TransferServer.BodyIdleTimeout", &c.TransferServer.BodyIdleTimeout, c.Proxy.BodyIdleTimeout)
@@ -436,7 +442,10 @@ func New(cfg Config) (*Node, error) {
 
 func (n *Node) waiting() int {
 	if n.q == nil {
-		return 0
+		if n.disp == nil {
+			return 0
+		}
+		return n.disp.Held()
 	}
 	return n.q.Waiting()
 }
@@ -589,6 +598,7 @@ func (n *Node) Start() error {
 			return err
 		}
 		n.disp.OnTransfer(n.hlth.record)
+		n.disp.HoldWith(n.holder)
 		handler = n.disp
 	}
 
@@ -731,7 +741,7 @@ func (n *Node) backends() []proxy.Backend {
 		if p.RingID < 0 || p.GRPCAddr == "" || !n.hlth.healthy(p.Name) || p.Unavailable {
 			continue
 		}
-		out = append(out, proxy.Backend{Name: p.Name, GRPCAddr: p.GRPCAddr})
+		out = append(out, proxy.Backend{Name: p.Name, GRPCAddr: p.GRPCAddr, Concurrency: p.Concurrency})
 	}
 	return out // Peers is sorted by name: ring order
 }
@@ -759,6 +769,14 @@ func (n *Node) picker() policy.Picker {
 		return p.Picker
 	}
 	return policy.PickerFunc(policy.RoundRobin)
+}
+
+// holder is the current policy's Holder (cq), nil when it does not hold.
+func (n *Node) holder() policy.Holder {
+	if p := n.pol.Load().p; p.Kind == policy.KindDispatch {
+		return p.Holder
+	}
+	return nil
 }
 
 func (n *Node) viewAges() map[string]float64 {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,10 @@ import (
 type Backend struct {
 	Name     string
 	GRPCAddr string
+	// Concurrency is the node's m (the requests its app serves at once),
+	// from its gossiped entry; below 1 counts as 1. Only holding policies
+	// (cq) read it.
+	Concurrency int
 }
 
 // DispatchDecision records one dispatch, for tests and debugging: the exact
@@ -48,6 +53,14 @@ type DispatcherConfig struct {
 	// TransferTimeout bounds each forward, from dispatch to the end of the
 	// node's answer. Default 60s.
 	TransferTimeout time.Duration
+	// HoldLimit is the most requests a holding policy (cq) keeps waiting
+	// in the dispatcher's FIFO; an arrival beyond it is answered 503 with
+	// Retry-After. swd sets it from --queue-limit. Default 1024.
+	HoldLimit int
+	// HoldTimeout is the longest a request waits in that FIFO, counted
+	// from its arrival; beyond it, 503. swd sets it from --queue-timeout.
+	// Default 30s.
+	HoldTimeout time.Duration
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 }
@@ -61,6 +74,8 @@ func DefaultDispatcherConfig() DispatcherConfig {
 		IdempotentMethods: c.IdempotentMethods,
 		RetryAfter:        c.RetryAfter,
 		TransferTimeout:   c.TransferTimeout,
+		HoldLimit:         1024,
+		HoldTimeout:       30 * time.Second,
 	}
 }
 
@@ -71,22 +86,31 @@ func (c DispatcherConfig) Validate() error {
 		return errors.New("dispatcher: node name is required")
 	case c.MaxTransferBody < 0:
 		return fmt.Errorf("--max-transfer-body must not be negative, got %d", c.MaxTransferBody)
+	case c.HoldLimit < 1:
+		return fmt.Errorf("--queue-limit must be at least 1 (it bounds a holding dispatcher's FIFO), got %d", c.HoldLimit)
+	case c.HoldTimeout <= 0 || c.HoldTimeout > 24*time.Hour:
+		return fmt.Errorf("--queue-timeout must be positive and at most 24h (it bounds a wait in a holding dispatcher's FIFO), got %s", c.HoldTimeout)
 	}
 	return validateForwarding(c.RetryAfter, c.TransferTimeout, c.IdempotentMethods)
 }
 
-// Dispatcher is the front door of `swd --role dispatcher` (policies rr and
-// ct): it forwards each arriving request to a node over gRPC, choosing the
-// node with a policy.Picker on exact outstanding counts, which it updates at
-// every dispatch and completion.
+// Dispatcher is the front door of `swd --role dispatcher` (policies rr, ct
+// and cq): it forwards each arriving request to a node over gRPC, choosing
+// the node with a policy.Picker on exact outstanding counts, which it
+// updates at every dispatch and completion.
 //
-// Concurrency: safe for concurrent use; picks and count updates happen
-// under one mutex so every pick sees exact counts.
+// When the current policy has a policy.Holder (cq, see HoldWith), arrivals
+// wait instead in one bounded FIFO (HoldLimit, HoldTimeout) and its head is
+// sent the moment a node has a free slot (hold.go).
+//
+// Concurrency: safe for concurrent use; picks, placements and count
+// updates happen under one mutex so every decision sees exact counts.
 type Dispatcher struct {
 	cfg      DispatcherConfig
 	fwd      *transfer.Client
 	backends func() []Backend
 	picker   func() policy.Picker
+	holder   func() policy.Holder
 	m        *metrics.Metrics
 	log      *slog.Logger
 	retry    string
@@ -95,6 +119,8 @@ type Dispatcher struct {
 	mu          sync.Mutex
 	seq         uint64
 	outstanding map[string]int
+	fifo        list.List // of *heldEntry, oldest first
+	polling     bool      // a recheck loop runs (hold.go)
 	onDispatch  func(DispatchDecision)
 	onTransfer  func(peer string, err error)
 }
@@ -183,14 +209,22 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ID: id, Request: r, Body: body, Arrival: start, From: d.cfg.NodeName, Dispatched: true,
 	})
 	// A node that refuses (queue full, draining, unreachable) certainly did
-	// not take the request: try the next pick, each node at most once.
+	// not take the request: try the next choice, each node at most once.
 	tried := map[string]bool{}
 	retried := false
 	var lastErr error = swderr.ErrNoBackend
+	deadline := start.Add(d.cfg.HoldTimeout)
 	for {
-		b, ok := d.pick(tried)
-		if !ok {
-			fail(lastErr, metrics.OutcomeRejected)
+		b, err := d.choose(r.Context(), tried, deadline, lastErr)
+		if err != nil {
+			switch {
+			case errors.Is(err, swderr.ErrClientGone):
+				fail(err, metrics.OutcomeClientGone)
+			case errors.Is(err, swderr.ErrQueueTimeout):
+				fail(err, metrics.OutcomeTimedOut)
+			default:
+				fail(err, metrics.OutcomeRejected)
+			}
 			return
 		}
 		sent := time.Now()
@@ -229,6 +263,31 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+}
+
+// choose returns the node the request goes to next, counted as
+// outstanding there: through the FIFO when the policy holds, else at once
+// through the Picker. exclude lists the nodes already tried; lastErr is
+// what to answer when no other node is left.
+func (d *Dispatcher) choose(ctx context.Context, exclude map[string]bool, deadline time.Time, lastErr error) (Backend, error) {
+	if d.holding() {
+		b, picked, err := d.hold(ctx, exclude, deadline)
+		switch {
+		case errors.Is(err, swderr.ErrNoBackend):
+			return Backend{}, lastErr
+		case err != nil:
+			return Backend{}, err
+		case picked:
+			return b, nil
+		}
+		// Holding ended while the request waited (the policy changed):
+		// it goes through the Picker like any arrival.
+	}
+	b, ok := d.pick(exclude)
+	if !ok {
+		return Backend{}, lastErr
+	}
+	return b, nil
 }
 
 // pick chooses a node not in exclude and counts the request as
@@ -270,10 +329,13 @@ func (d *Dispatcher) pick(exclude map[string]bool) (Backend, bool) {
 	return bs[i], true
 }
 
+// release ends a request's count on node name (its answer came back or
+// the forward failed) and, the slot being free, places held heads.
 func (d *Dispatcher) release(name string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.outstanding[name]--; d.outstanding[name] <= 0 {
 		delete(d.outstanding, name)
 	}
+	d.placeLocked()
 }

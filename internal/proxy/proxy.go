@@ -2,12 +2,19 @@
 // into the local queue, serves granted ones on the local application with
 // httputil.ReverseProxy, and, when the policy runner hands a waiting request
 // to a peer, transfers it and relays the peer's answer. It also serves
-// requests transferred here (transfer.Backend).
+// requests transferred here (transfer.Backend). Dispatcher is the front
+// door of a dispatcher (`swd --role dispatcher`), which sends every request
+// to a node, at once (rr, ct) or from its one FIFO when the node has a free
+// slot (cq, hold.go).
 //
 // Every request is answered by the goroutine that accepted it, exactly once:
-// the queue only tells that goroutine what to do next.
+// the queue (or the dispatcher's FIFO) only tells that goroutine what to do
+// next.
 //
-// Concurrency: Handler is safe for concurrent use; one goroutine per request.
+// Concurrency: Handler and Dispatcher are safe for concurrent use; one
+// goroutine per request, plus, while a Dispatcher holds requests, one that
+// retries their placement every few milliseconds and ends when the FIFO
+// empties.
 package proxy
 
 import (
