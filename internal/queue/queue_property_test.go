@@ -54,12 +54,12 @@ type model struct {
 	inFlight []*mTicket
 	handed   []*mTicket
 	// holds are the slots held for pulls (TryHold), counted in flight.
-	holds    []*queue.Hold
-	pulls    uint64 // pull IDs used so far
-	pushes   int
-	grants   int
-	dones    int
-	log      []string // operations so far, for failure messages
+	holds  []*queue.Hold
+	pulls  uint64 // pull IDs used so far
+	pushes int
+	grants int
+	dones  int
+	log    []string // operations so far, for failure messages
 }
 
 func (md *model) logf(format string, args ...any) {
@@ -261,7 +261,7 @@ func (md *model) push() {
 	mt := &mTicket{name: fmt.Sprintf("t%d", len(md.all)), transferable: md.rng.IntN(10) < 7}
 	mt.tk = queue.NewTicket(mt.name, mt.transferable)
 	mt.tk.Cost = time.Duration(len(md.all)+1) * time.Millisecond // distinct, drawn from no random source
-	if md.rng.IntN(5) == 0 { // arrived by a transfer (and may move on with hops left)
+	if md.rng.IntN(5) == 0 {                                     // arrived by a transfer (and may move on with hops left)
 		mt.moved, mt.tk.Moved = true, true
 	}
 	switch r := md.rng.IntN(10); {
