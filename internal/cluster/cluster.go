@@ -128,6 +128,7 @@ type Cluster struct {
 	failed map[string]failedMember
 
 	onPolicy atomic.Pointer[func(PolicyStamp)]
+	onHead   atomic.Pointer[func()]
 	notified atomic.Int64 // highest epoch passed to OnPolicy
 	tooFar   atomic.Int64 // highest epoch beyond MaxEpochLead passed to OnPolicy
 	cursor   atomic.Uint64
@@ -351,6 +352,18 @@ func (c *Cluster) OnPolicy(fn func(PolicyStamp)) {
 		return
 	}
 	c.onPolicy.Store(&fn)
+}
+
+// OnHead registers fn, replacing any earlier one (nil removes it). fn is
+// called from the receive path each time an entry is installed whose head
+// is positive (a peer has a request a pull may take: policy steal's pull
+// on gossip); it must not block.
+func (c *Cluster) OnHead(fn func()) {
+	if fn == nil {
+		c.onHead.Store(nil)
+		return
+	}
+	c.onHead.Store(&fn)
 }
 
 // Stats returns the counters.
@@ -579,6 +592,9 @@ func (c *Cluster) offer(r *ring, w *wireEntry, now time.Time) {
 		c.log.Debug("peer restarted", "peer", m.name, "boot", w.boot)
 	}
 	c.st.applied.Add(1)
+	if fn := c.onHead.Load(); fn != nil && w.ext.head > 0 {
+		(*fn)()
+	}
 	if w.epoch > c.notified.Load() {
 		c.maybeNotify(m.slot.cur.Load().policy)
 	}

@@ -147,6 +147,7 @@ type Metrics struct {
 	rejections       *prometheus.CounterVec
 	nodeInfo         *prometheus.GaugeVec
 	placements       *prometheus.CounterVec
+	pulls            *prometheus.CounterVec
 	flow             *flowFamilies
 }
 
@@ -192,6 +193,7 @@ func New(live Live) *Metrics {
 			Help: "Requests answered with an error before reaching the app, by reason.",
 		}, []string{labelReason}),
 		placements: newPlacements(),
+		pulls:      newPulls(),
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		if f == nil {
@@ -210,7 +212,7 @@ func New(live Live) *Metrics {
 		&ageCollector{f: live.ViewAges},
 		gauge("swd_work_seconds", "Predicted work this node holds: its waiting requests' learnt costs plus the predicted rest of those in service (the work load index).", live.Work),
 		&routeCostCollector{f: live.RouteCosts},
-		m.placements, &cohortCollector{f: live.CohortPicks},
+		m.placements, m.pulls, &cohortCollector{f: live.CohortPicks},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

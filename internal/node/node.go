@@ -314,6 +314,8 @@ type Node struct {
 	cohort *cohort.Scheduler
 	// flows is the node's flow history (flows.go).
 	flows *flow.Sampler
+	// pl is the node's pulls (pull.go); nil for a dispatcher.
+	pl *pulls
 
 	pol      atomic.Pointer[policyState]
 	maxEpoch atomic.Int64 // highest epoch seen anywhere
@@ -583,6 +585,9 @@ func (n *Node) Start() error {
 	go func() { n.serveErr <- ignoreClosed(n.grpcSrv.Serve(n.grpcLn)) }()
 	go func() { n.serveErr <- ignoreClosed(n.adminSrv.Serve(n.adminLn)) }()
 	go func() { n.serveErr <- ignoreClosed(n.httpSrv.Serve(n.httpLn)) }()
+	if n.cfg.Role == cluster.RoleNode {
+		n.startPulling()
+	}
 	n.runnerStarted.Store(true)
 	go n.runPolicy()
 	go n.runFlows()

@@ -50,6 +50,15 @@ type Backend interface {
 	ServeTransferred(w http.ResponseWriter, r *http.Request, in Inbound) error
 }
 
+// HeadSource hands this node's head to a pulling peer (policy steal).
+type HeadSource interface {
+	// HandHead takes the oldest waiting request that never moved (never
+	// one handed to the app) for peer's pull pullID, and starts sending it
+	// to peer on the Forward path with that pull ID; it returns the
+	// request's ID, or ok false when nothing may go.
+	HandHead(peer string, pullID uint64) (id string, ok bool)
+}
+
 // QueueWaitReporter is implemented by the ResponseWriter a Server gives its
 // Backend. The Backend reports how long the request waited in its queue
 // before the application took it, before it writes the answer's head; the
@@ -101,6 +110,33 @@ type Server struct {
 	cfg     ServerConfig
 	backend Backend
 	members MembershipChecker
+}
+
+// Pull implements the Transfer service: the caller asks for this node's
+// head. It is checked as Forward's sender is (certificate names, not this
+// node, a member; the gRPC interceptors authenticated the call), then the
+// backend, when it is a HeadSource, hands its head over or says "nothing"
+// at once. A backend that is not a HeadSource never has anything.
+func (s *Server) Pull(ctx context.Context, m *swdv1.PullRequest) (*swdv1.PullResponse, error) {
+	from := m.GetFromNode()
+	if err := certNames(ctx, from); err != nil {
+		return nil, swderr.ToGRPC(err)
+	}
+	if from == s.cfg.NodeName || from == "" {
+		return nil, swderr.ToGRPC(fmt.Errorf("%w: %q is this node", swderr.ErrNotMember, from))
+	}
+	if s.cfg.CheckMembership && !s.members.IsMember(from) {
+		return nil, swderr.ToGRPC(fmt.Errorf("%w: %q", swderr.ErrNotMember, from))
+	}
+	if m.GetPullId() == 0 {
+		return nil, swderr.ToGRPC(fmt.Errorf("%w: pull without a pull ID", swderr.ErrBadRequest))
+	}
+	hs, ok := s.backend.(HeadSource)
+	if !ok {
+		return &swdv1.PullResponse{}, nil
+	}
+	id, found := hs.HandHead(from, m.GetPullId())
+	return &swdv1.PullResponse{Found: found, RequestId: id}, nil
 }
 
 // NewServer returns a Transfer service serving into backend.

@@ -1,0 +1,213 @@
+package node
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/swd-project/swd/internal/cluster"
+	"github.com/swd-project/swd/internal/metrics"
+	"github.com/swd-project/swd/internal/policy"
+	"github.com/swd-project/swd/internal/queue"
+)
+
+// Pulls: the daemon side of a policy with a Puller (steal), as docs/sim.md
+// states the contract ("the daemon's contract").
+//
+// When an app slot frees with nothing waiting locally (the queue's
+// OnIdleSlot), or, with PullRules.OnGossip, when a gossip entry showing a
+// peer's head is installed while a slot is idle and no pull is in flight,
+// the pull goroutine holds the free slot (queue.TryHold: it counts as busy
+// in the gossiped load) and calls the Puller on the view, Self's load not
+// counting the held slot, with a fresh seed. Each named peer is asked in
+// order with Transfer.Pull (pullTimeout each); on a hit the peer's request
+// arrives on Forward carrying the pull's ID and takes the held slot
+// (proxy.admitTransferred); after the last miss, or when the request does
+// not arrive within arriveTimeout, the slot is released (to a local request
+// that arrived meanwhile) and nothing is retried until the next trigger.
+//
+// Bounds: one pull per held slot, so at most m at once; at most
+// policy.MaxPullAttempts peers asked per pull. A peer that dies mid-pull
+// loses nothing: it never handed the request (error or miss), or the
+// request's origin still owns it and answers its client (a refused or
+// failed Forward puts it back or fails it there, as for any transfer).
+//
+// Concurrency: triggers only poke a channel; one goroutine (runPulls)
+// starts pulls, each running in its own goroutine with its hold.
+
+const (
+	// pullTimeout bounds one Transfer.Pull call.
+	pullTimeout = 500 * time.Millisecond
+	// arriveTimeout bounds the wait for a pulled request after a hit.
+	arriveTimeout = 5 * time.Second
+)
+
+// pulls is a node's pulls in flight.
+type pulls struct {
+	freed, gossip chan struct{} // triggers, buffered(1)
+	next          atomic.Uint64 // last pull ID
+	inFlight      atomic.Int64
+
+	mu    sync.Mutex
+	holds map[uint64]*queue.Hold // by pull ID, while the pull runs
+}
+
+func newPulls() *pulls {
+	p := &pulls{freed: make(chan struct{}, 1), gossip: make(chan struct{}, 1), holds: map[uint64]*queue.Hold{}}
+	p.next.Store(rand.Uint64() >> 1) // IDs never repeat across restarts in practice
+	return p
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// hold is the slot held for pull id, or nil when that pull is over.
+func (p *pulls) hold(id uint64) *queue.Hold {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.holds[id]
+}
+
+// pulling reports whether the policy in force pulls.
+func (n *Node) pulling() (policy.Policy, bool) {
+	st := n.pol.Load()
+	return st.p, st.p.Kind == policy.KindTransfer && st.p.Puller != nil
+}
+
+// headAge is what the node gossips as its head: the queue's, under a
+// pulling policy (others never read it).
+func (n *Node) headAge() time.Duration {
+	if _, ok := n.pulling(); !ok || n.q == nil {
+		return 0
+	}
+	return n.q.HeadAge()
+}
+
+// startPulling wires the triggers and starts runPulls.
+func (n *Node) startPulling() {
+	n.pl = newPulls()
+	n.h.SetPullHolds(n.pl.hold)
+	n.q.OnIdleSlot(func() { poke(n.pl.freed) })
+	n.cl.OnHead(func() { poke(n.pl.gossip) })
+	go n.runPulls()
+}
+
+// runPulls starts pulls on triggers until the node stops.
+func (n *Node) runPulls() {
+	for {
+		select {
+		case <-n.stopRun:
+			return
+		case <-n.pl.freed:
+			n.startPulls(false)
+		case <-n.pl.gossip:
+			n.startPulls(true)
+		}
+	}
+}
+
+// startPulls holds each free slot and starts a pull for it, while the
+// Puller names peers. onGossip: the trigger was a gossiped head, which
+// pulls only with PullRules.OnGossip, with no pull in flight and (under
+// direct gossip) when policy.GossipPull says so.
+func (n *Node) startPulls(onGossip bool) {
+	p, ok := n.pulling()
+	if !ok || n.draining.Load() || !n.readiness.ready() {
+		return
+	}
+	if onGossip && (!p.Pull.OnGossip || n.pl.inFlight.Load() > 0) {
+		return
+	}
+	st := n.pol.Load()
+	for range n.q.Concurrency() {
+		h := n.q.TryHold()
+		if h == nil {
+			return
+		}
+		v := n.planView(st)
+		if v.Self < 0 {
+			h.Release()
+			return
+		}
+		// Self's load does not count the slot just held.
+		v.Nodes[v.Self].Load = max(v.Nodes[v.Self].Load-1, 0)
+		seed := rand.Uint64()
+		if onGossip && n.cfg.Cluster.Mechanism != cluster.MechanismPiggyback && !policy.GossipPull(v, p.Pull.GossipPullers, seed) {
+			h.Release()
+			return
+		}
+		ids := p.Puller.Pull(v, seed)
+		if len(ids) == 0 {
+			h.Release()
+			return
+		}
+		names := make([]string, 0, min(len(ids), policy.MaxPullAttempts))
+		for _, id := range ids[:min(len(ids), policy.MaxPullAttempts)] {
+			names = append(names, v.Nodes[id].Name)
+		}
+		id := n.pl.next.Add(1)
+		n.pl.mu.Lock()
+		n.pl.holds[id] = h
+		n.pl.mu.Unlock()
+		n.pl.inFlight.Add(1)
+		go n.pull(h, id, names)
+		if onGossip {
+			return // one pull per gossiped head
+		}
+	}
+}
+
+// pull asks peers in order for their head until one hands it over, and
+// waits for it to take the held slot; the slot is released if it does
+// not.
+func (n *Node) pull(h *queue.Hold, id uint64, peers []string) {
+	defer func() {
+		n.pl.mu.Lock()
+		delete(n.pl.holds, id)
+		n.pl.mu.Unlock()
+		h.Release() // no-op when the pulled request took the slot
+		n.pl.inFlight.Add(-1)
+	}()
+	for _, peer := range peers {
+		select {
+		case <-h.Done(): // a late answer to an earlier attempt took it
+			return
+		case <-n.stopRun:
+			return
+		default:
+		}
+		addr, ok := n.GRPCAddr(peer)
+		if !ok {
+			n.m.Pulled(metrics.PullError)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), pullTimeout)
+		found, err := n.tc.Pull(ctx, addr, n.cfg.NodeName, id)
+		cancel()
+		switch {
+		case err != nil:
+			n.m.Pulled(metrics.PullError)
+			n.log.Debug("pull failed", "peer", peer, "err", err)
+			continue
+		case !found:
+			n.m.Pulled(metrics.PullMiss)
+			continue
+		}
+		n.m.Pulled(metrics.PullHit)
+		t := time.NewTimer(arriveTimeout)
+		defer t.Stop()
+		select {
+		case <-h.Done():
+		case <-t.C:
+			n.log.Debug("pulled request did not arrive", "peer", peer, "pull", id)
+		case <-n.stopRun:
+		}
+		return
+	}
+}
