@@ -47,9 +47,9 @@ func startApp(t *testing.T, name string) string {
 	return "http://" + ln.Addr().String()
 }
 
-// startCluster starts n daemons (policy nu, m = 1) that all know each
+// startCluster starts n daemons (m = 1) running policy that all know each
 // other's gossip address as seeds.
-func startCluster(t *testing.T, n int) []*member {
+func startCluster(t *testing.T, n int, policy string) []*member {
 	t.Helper()
 	ms := make([]*member, n)
 	for i := range ms {
@@ -58,6 +58,7 @@ func startCluster(t *testing.T, n int) []*member {
 	for i, m := range ms {
 		cfg := node.DefaultConfig()
 		cfg.NodeName = m.name
+		cfg.Policy = policy
 		cfg.Listen, cfg.GRPC, cfg.Admin = testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 		cfg.Cluster.GossipAddr = m.gossip
 		cfg.Cluster.Faults = m.faults
@@ -154,12 +155,19 @@ func burst(t *testing.T, hc *http.Client, to *member, n int) (map[int]int, map[s
 
 // With the gossip between {0,1} and {2,3} cut, no transfer crosses the cut
 // once the views have gone stale, every request is answered, and the cluster
-// heals once the cut is repaired.
+// heals once the cut is repaired: under nu (pushes) and steal (pulls; a
+// pulled request counts as a transfer out of its origin).
 func TestPartitionNoTransferAcrossTheCut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping partition test in -short mode")
 	}
-	ms := startCluster(t, 4)
+	for _, policy := range []string{"nu", "steal"} {
+		t.Run(policy, func(t *testing.T) { partitionNoTransferAcrossTheCut(t, policy) })
+	}
+}
+
+func partitionNoTransferAcrossTheCut(t *testing.T, policy string) {
+	ms := startCluster(t, 4, policy)
 	all := []string{"node-0", "node-1", "node-2", "node-3"}
 	for _, m := range ms {
 		require.Eventually(t, func() bool { return sees(m, all...) }, 30*time.Second, 20*time.Millisecond, "%s never saw everyone", m.name)
