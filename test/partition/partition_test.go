@@ -101,8 +101,27 @@ func sees(m *member, names ...string) bool {
 	return true
 }
 
-// crossing sums m's successful outgoing transfers to the named peers.
-func crossing(t *testing.T, m *member, peers ...string) float64 {
+// crossings is the successful outgoing transfers across the cut, by
+// "sender>peer": each side's members' swd_transfers_total series for the
+// other side's members.
+func crossings(t *testing.T, ms []*member) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for i, m := range ms {
+		other := []string{"node-2", "node-3"}
+		if i >= 2 {
+			other = []string{"node-0", "node-1"}
+		}
+		for peer, v := range crossing(t, m, other...) {
+			out[m.name+">"+peer] = v
+		}
+	}
+	return out
+}
+
+// crossing is m's successful outgoing transfers to each of the named peers
+// that still has its series (a node deletes a departed member's series).
+func crossing(t *testing.T, m *member, peers ...string) map[string]float64 {
 	t.Helper()
 	mfs, err := m.n.Metrics().Registry.Gather()
 	require.NoError(t, err)
@@ -110,18 +129,18 @@ func crossing(t *testing.T, m *member, peers ...string) float64 {
 	for _, p := range peers {
 		want[p] = true
 	}
-	total := 0.0
+	out := map[string]float64{}
 	for _, mf := range mfs {
 		if mf.GetName() != "swd_transfers_total" {
 			continue
 		}
 		for _, s := range mf.GetMetric() {
 			if label(s, "direction") == "out" && label(s, "outcome") == "ok" && want[label(s, "peer")] {
-				total += s.GetCounter().GetValue()
+				out[label(s, "peer")] += s.GetCounter().GetValue()
 			}
 		}
 	}
-	return total
+	return out
 }
 
 func label(m *dto.Metric, name string) string {
@@ -195,8 +214,7 @@ func partitionNoTransferAcrossTheCut(t *testing.T, policy string) {
 		require.Eventually(t, func() bool { return sees(m, "node-2", "node-3") }, 30*time.Second, 10*time.Millisecond)
 	}
 	t.Logf("views went stale across the cut after %s", time.Since(cutAt).Round(time.Millisecond))
-	crossBefore := crossing(t, ms[0], "node-2", "node-3") + crossing(t, ms[1], "node-2", "node-3") +
-		crossing(t, ms[2], "node-0", "node-1") + crossing(t, ms[3], "node-0", "node-1")
+	crossBefore := crossings(t, ms)
 
 	// Load on both sides: everything is answered, nothing crosses.
 	for _, side := range [][]*member{left, right} {
@@ -206,9 +224,16 @@ func partitionNoTransferAcrossTheCut(t *testing.T, policy string) {
 			assert.Contains(t, []string{side[0].name, side[1].name}, who, "a request crossed the cut: %v", served)
 		}
 	}
-	crossAfter := crossing(t, ms[0], "node-2", "node-3") + crossing(t, ms[1], "node-2", "node-3") +
-		crossing(t, ms[2], "node-0", "node-1") + crossing(t, ms[3], "node-0", "node-1")
-	assert.Equal(t, crossBefore, crossAfter, "transfers crossed the cut after the views went stale")
+	// Compare the series both reads have: memberlist may already have
+	// declared the other half dead (on a loaded machine, within the
+	// bursts), which deletes its series; the apps' X-Served-By above is
+	// checked whatever happened to the series.
+	crossAfter := crossings(t, ms)
+	for k, after := range crossAfter {
+		if before, ok := crossBefore[k]; ok {
+			assert.Equal(t, before, after, "transfers %s crossed the cut after the views went stale", k)
+		}
+	}
 
 	// Hold the cut until memberlist has declared the other half dead, and
 	// past the time it keeps gossiping to the dead (5 s): only the reconnect
