@@ -163,50 +163,80 @@ func (n *Node) startPulls(onGossip bool) {
 	}
 }
 
-// pull asks peers in order for their head until one hands it over, and
-// waits for it to take the held slot; the slot is released if it does
-// not.
+// pull runs one pull of this node's (see pullJob) and forgets it after.
 func (n *Node) pull(h *queue.Hold, id uint64, peers []string) {
 	defer func() {
 		n.pl.mu.Lock()
 		delete(n.pl.holds, id)
 		n.pl.mu.Unlock()
-		h.Release() // no-op when the pulled request took the slot
 		n.pl.inFlight.Add(-1)
 	}()
-	for _, peer := range peers {
+	pullJob{
+		hold: h, id: id, peers: peers, from: n.cfg.NodeName,
+		addr: n.GRPCAddr, client: n.tc, record: n.m.Pulled,
+		arrive: arriveTimeout, stop: n.stopRun, log: n.log,
+	}.run()
+}
+
+// pullClient is the Transfer.Pull call (transfer.Client).
+type pullClient interface {
+	Pull(ctx context.Context, addr, from string, pullID uint64) (found bool, err error)
+}
+
+// pullJob is one pull: the slot it holds, its ID, and the peers to ask.
+type pullJob struct {
+	hold   *queue.Hold
+	id     uint64
+	peers  []string
+	from   string                      // this node's name
+	addr   func(string) (string, bool) // a peer's gRPC address
+	client pullClient                  // asks a peer
+	record func(metrics.PullResult)    // counts each call
+	arrive time.Duration               // the wait for a hit's request
+	stop   <-chan struct{}             // the node stops
+	log    interface{ Debug(string, ...any) }
+}
+
+// run asks the peers in order for their head until one hands it over,
+// then waits (at most j.arrive) for that request to take the held slot.
+// Whatever happens the slot is released at the end unless a pulled request
+// took it (a miss, an error, a request that never came: a local arrival
+// gets it).
+func (j pullJob) run() {
+	defer j.hold.Release() // a no-op when the pulled request took the slot
+	for _, peer := range j.peers {
 		select {
-		case <-h.Done(): // a late answer to an earlier attempt took it
+		case <-j.hold.Done(): // a late answer to an earlier attempt took it
 			return
-		case <-n.stopRun:
+		case <-j.stop:
 			return
 		default:
 		}
-		addr, ok := n.GRPCAddr(peer)
+		addr, ok := j.addr(peer)
 		if !ok {
-			n.m.Pulled(metrics.PullError)
+			j.record(metrics.PullError)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), pullTimeout)
-		found, err := n.tc.Pull(ctx, addr, n.cfg.NodeName, id)
+		found, err := j.client.Pull(ctx, addr, j.from, j.id)
 		cancel()
 		switch {
 		case err != nil:
-			n.m.Pulled(metrics.PullError)
-			n.log.Debug("pull failed", "peer", peer, "err", err)
+			j.record(metrics.PullError)
+			j.log.Debug("pull failed", "peer", peer, "err", err)
 			continue
 		case !found:
-			n.m.Pulled(metrics.PullMiss)
+			j.record(metrics.PullMiss)
 			continue
 		}
-		n.m.Pulled(metrics.PullHit)
-		t := time.NewTimer(arriveTimeout)
+		j.record(metrics.PullHit)
+		t := time.NewTimer(j.arrive)
 		defer t.Stop()
 		select {
-		case <-h.Done():
+		case <-j.hold.Done():
 		case <-t.C:
-			n.log.Debug("pulled request did not arrive", "peer", peer, "pull", id)
-		case <-n.stopRun:
+			j.log.Debug("pulled request did not arrive", "peer", peer, "pull", j.id)
+		case <-j.stop:
 		}
 		return
 	}
