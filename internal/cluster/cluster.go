@@ -141,6 +141,9 @@ type Cluster struct {
 	// muted stops load dissemination (Mute).
 	muted atomic.Bool
 	stop  chan struct{}
+	// nudge asks the direct gossip loop to send the own entry now
+	// (SendNow), buffered(1).
+	nudge chan struct{}
 	wg    sync.WaitGroup
 	// direct mode send buffers, owned by the gossip goroutine
 	sent, frame []byte
@@ -188,6 +191,7 @@ func New(cfg Config, local LocalState) (*Cluster, error) {
 		slots:   make(map[string]*slot),
 		failed:  make(map[string]failedMember),
 		stop:    make(chan struct{}),
+		nudge:   make(chan struct{}, 1),
 	}
 	c.notified.Store(math.MinInt64)
 	c.ring.Store(buildRing(cfg.NodeName, nil, c.slots))
@@ -446,9 +450,23 @@ func (c *Cluster) gossipLoop() {
 		}
 		select {
 		case <-t.C:
+		case <-c.nudge:
 		case <-c.stop:
 			return
 		}
+	}
+}
+
+// SendNow makes a node under direct gossip send its own entry to every
+// member at once, besides the regular ticks (head news for policy steal:
+// a node that gets or loses a head tells everyone without waiting for the
+// next tick). Requests made while a send is pending merge into it, so it
+// never sends more often than the gossip goroutine can. Under piggyback
+// gossip it does nothing. It never blocks.
+func (c *Cluster) SendNow() {
+	select {
+	case c.nudge <- struct{}{}:
+	default:
 	}
 }
 

@@ -95,6 +95,11 @@ func (n *Node) startPulling() {
 	n.h.SetPullHolds(n.pl.hold)
 	n.q.OnIdleSlot(func() { poke(n.pl.freed) })
 	n.cl.OnHead(func() { poke(n.pl.gossip) })
+	n.q.OnHeadChange(func() { // head news: tell the peers now
+		if p, ok := n.pulling(); ok && p.Pull.GossipOnChange {
+			n.cl.SendNow()
+		}
+	})
 	go n.runPulls()
 }
 

@@ -45,6 +45,20 @@ func (q *Queue) setHead(h *Ticket) {
 	q.headAt.Store(monoNanos(h.pushed))
 }
 
+// headNewsLocked calls the OnHeadChange function when the queue got a
+// head or lost its last one since the previous call. Every operation that
+// changes the waiting list ends with it (through checkIdleLocked), so a
+// head that comes and goes within one operation (a Push granted at once)
+// is no news. Call with q.mu held.
+func (q *Queue) headNewsLocked() {
+	if has := q.head != nil; has != q.hadHead {
+		q.hadHead = has
+		if fn := q.onHead.Load(); fn != nil {
+			(*fn)()
+		}
+	}
+}
+
 // noteInserted makes t the head if it is pullable and precedes the head.
 // Call with q.mu held, after t joined the waiting list.
 func (q *Queue) noteInserted(t *Ticket) {
@@ -180,6 +194,19 @@ func (q *Queue) PushHeld(t *Ticket, h *Hold) error {
 	}
 	t.notify <- Outcome{Kind: Granted}
 	return nil
+}
+
+// OnHeadChange registers fn (replacing any earlier one; nil removes it):
+// the queue calls it when it gets a head (a pullable waiting ticket) where
+// it had none, and when it loses its last one: head news a steal node
+// gossips at once. It is called under the queue's lock, so it must be
+// quick, must not block and must not call into the queue.
+func (q *Queue) OnHeadChange(fn func()) {
+	if fn == nil {
+		q.onHead.Store(nil)
+		return
+	}
+	q.onHead.Store(&fn)
 }
 
 // OnIdleSlot registers fn (replacing any earlier one; nil removes it):

@@ -253,9 +253,14 @@ type Queue struct {
 	// push time (monoNanos; 0: none) for the lock-free HeadAge.
 	head   *Ticket
 	headAt atomic.Int64
+	// hadHead is whether head was set at the last headNewsLocked.
+	hadHead bool
 	// onIdle is called after Done leaves a slot free with nothing waiting
 	// (OnIdleSlot).
 	onIdle atomic.Pointer[func()]
+	// onHead is called when the queue gets or loses its head
+	// (OnHeadChange).
+	onHead atomic.Pointer[func()]
 }
 
 // New returns an empty queue. cfg must be valid.
@@ -610,6 +615,7 @@ func (q *Queue) WaitIdle(ctx context.Context) error {
 }
 
 func (q *Queue) checkIdleLocked() {
+	q.headNewsLocked()
 	if q.draining && q.idle != nil && q.waiting.Len() == 0 && q.nInFlight.Load() == 0 {
 		select {
 		case <-q.idle:

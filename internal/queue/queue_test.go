@@ -1040,3 +1040,28 @@ func TestWaitHonoursContextWithoutPendingOutcome(t *testing.T) {
 		})
 	}
 }
+
+// OnHeadChange reports the queue getting a head where it had none and
+// losing its last one, not every change of head.
+func TestOnHeadChange(t *testing.T) {
+	q := newQueue(t, cfgM(1))
+	var calls int
+	q.OnHeadChange(func() { calls++ })
+	busy := push(t, q, "busy", true) // granted at once: no head
+	requireGranted(t, q, busy)
+	assert.Zero(t, calls, "a request in service is no head")
+	moved := queue.NewTicket("moved", true)
+	moved.Moved = true
+	require.NoError(t, q.Push(moved))
+	assert.Zero(t, calls, "a moved request is no head")
+	a := push(t, q, "a", true)
+	assert.Equal(t, 1, calls, "got a head")
+	push(t, q, "b", true)
+	assert.Equal(t, 1, calls, "a second pullable request is no news")
+	require.Same(t, a, q.HandHead("peer", 1))
+	assert.Equal(t, 1, calls, "the head moved on to b: no news")
+	require.NotNil(t, q.HandHead("peer", 2))
+	assert.Equal(t, 2, calls, "lost the last head")
+	assert.Zero(t, q.HeadAge())
+	assert.Nil(t, q.HandHead("peer", 3), "only the moved request waits")
+}
