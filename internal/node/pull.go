@@ -28,6 +28,12 @@ import (
 // not arrive within arriveTimeout, the slot is released (to a local request
 // that arrived meanwhile) and nothing is retried until the next trigger.
 //
+// Overtake (PullRules.Overtake): a slot that frees while requests wait
+// locally is held (queue.SetOvertake) and the Puller decides on a view
+// whose Self counts them: it names only peers whose head is older than
+// the local head by the policy's margin; if none, the slot goes to the
+// local head at once.
+//
 // Bounds: one pull per held slot, so at most m at once; at most
 // policy.MaxPullAttempts peers asked per pull. A peer that dies mid-pull
 // loses nothing: it never handed the request (error or miss), or the
@@ -95,6 +101,7 @@ func (n *Node) startPulling() {
 	n.h.SetPullHolds(n.pl.hold)
 	n.q.OnIdleSlot(func() { poke(n.pl.freed) })
 	n.cl.OnHead(func() { poke(n.pl.gossip) })
+	n.q.SetOvertake(n.overtake)
 	n.q.OnHeadChange(func() { // head news: tell the peers now
 		if p, ok := n.pulling(); ok && p.Pull.GossipOnChange {
 			n.cl.SendNow()
@@ -152,20 +159,51 @@ func (n *Node) startPulls(onGossip bool) {
 			h.Release()
 			return
 		}
-		names := make([]string, 0, min(len(ids), policy.MaxPullAttempts))
-		for _, id := range ids[:min(len(ids), policy.MaxPullAttempts)] {
-			names = append(names, v.Nodes[id].Name)
-		}
-		id := n.pl.next.Add(1)
-		n.pl.mu.Lock()
-		n.pl.holds[id] = h
-		n.pl.mu.Unlock()
-		n.pl.inFlight.Add(1)
-		go n.pull(h, id, names)
+		n.startPull(h, v, ids)
 		if onGossip {
 			return // one pull per gossiped head
 		}
 	}
+}
+
+// overtake is the queue's overtake function (PullRules.Overtake): a slot
+// freed while requests wait locally is held; the Puller, on a view whose
+// Self counts the waiting requests (so it names only peers whose head is
+// older than the local head by the policy's margin), decides whether the
+// slot waits for a peer's request. Otherwise it goes to the local head at
+// once. It runs in the goroutine that called Done.
+func (n *Node) overtake(h *queue.Hold) {
+	p, ok := n.pulling()
+	if !ok || !p.Pull.Overtake || n.draining.Load() || !n.readiness.ready() {
+		h.Release()
+		return
+	}
+	v := n.planView(n.pol.Load())
+	if v.Self < 0 {
+		h.Release()
+		return
+	}
+	ids := p.Puller.Pull(v, rand.Uint64())
+	if len(ids) == 0 {
+		h.Release()
+		return
+	}
+	n.startPull(h, v, ids)
+}
+
+// startPull registers a pull into hold h asking the peers ids of v (at
+// most policy.MaxPullAttempts) and runs it in its own goroutine.
+func (n *Node) startPull(h *queue.Hold, v policy.View, ids []int) {
+	names := make([]string, 0, min(len(ids), policy.MaxPullAttempts))
+	for _, id := range ids[:min(len(ids), policy.MaxPullAttempts)] {
+		names = append(names, v.Nodes[id].Name)
+	}
+	id := n.pl.next.Add(1)
+	n.pl.mu.Lock()
+	n.pl.holds[id] = h
+	n.pl.mu.Unlock()
+	n.pl.inFlight.Add(1)
+	go n.pull(h, id, names)
 }
 
 // pull runs one pull of this node's (see pullJob) and forgets it after.

@@ -209,6 +209,22 @@ func (q *Queue) OnHeadChange(fn func()) {
 	q.onHead.Store(&fn)
 }
 
+// SetOvertake registers fn (replacing any earlier one; nil removes it):
+// when Done frees a slot while tickets wait (and the queue has no
+// Scheduler and is not draining), the slot is not granted to the head but
+// held, and Done calls fn with the hold after releasing the queue's lock.
+// fn must end the hold: pull a request into it (PushHeld) or Release it,
+// which grants it to the head as Done would have. Policy steal's overtake
+// rule: the slot waits for a peer's request much older than the local
+// head.
+func (q *Queue) SetOvertake(fn func(*Hold)) {
+	if fn == nil {
+		q.overtake.Store(nil)
+		return
+	}
+	q.overtake.Store(&fn)
+}
+
 // OnIdleSlot registers fn (replacing any earlier one; nil removes it):
 // Done calls it, after releasing the queue's lock, when it left an app slot
 // free with nothing waiting, the moment a steal node pulls. fn must not

@@ -261,6 +261,8 @@ type Queue struct {
 	// onHead is called when the queue gets or loses its head
 	// (OnHeadChange).
 	onHead atomic.Pointer[func()]
+	// overtake gets the slot Done frees while tickets wait (SetOvertake).
+	overtake atomic.Pointer[func(*Hold)]
 }
 
 // New returns an empty queue. cfg must be valid.
@@ -512,7 +514,8 @@ func (q *Queue) abandon(t *Ticket, err error) (Outcome, error) {
 
 // Done releases a slot granted to a ticket and grants the next waiter.
 // When that leaves a slot free with nothing waiting, it then calls the
-// OnIdleSlot function.
+// OnIdleSlot function. With an overtake function (SetOvertake) and tickets
+// waiting, the slot is held instead and handed to that function.
 func (q *Queue) Done(t *Ticket) {
 	q.mu.Lock()
 	if t.st != stGranted {
@@ -520,10 +523,19 @@ func (q *Queue) Done(t *Ticket) {
 		panic("queue: Done on a ticket that holds no slot")
 	}
 	t.st = stGone
-	q.nInFlight.Add(-1)
 	if q.cfg.Scheduler != nil {
 		q.cfg.Scheduler.Released(t)
 	}
+	if ov := q.overtake.Load(); ov != nil && q.cfg.Scheduler == nil && q.waiting.Len() > 0 &&
+		!q.draining && q.nInFlight.Load() <= q.conc.Load() {
+		// The freed slot becomes a hold (its in-flight count stays): the
+		// overtake function pulls into it or releases it to the local head.
+		h := &Hold{q: q, done: make(chan struct{})}
+		q.mu.Unlock()
+		(*ov)(h)
+		return
+	}
+	q.nInFlight.Add(-1)
 	q.grantLocked()
 	idle := q.slotFree() && q.waiting.Len() == 0 && !q.draining
 	q.mu.Unlock()
