@@ -72,7 +72,7 @@ func TestStealTakesWaitingOldestFirst(t *testing.T) {
 // service is never handed over, and a request that moved once (the pulled
 // one, now waiting at the puller) is not handed on.
 func TestPullRPC(t *testing.T) {
-	c := startCluster(t, func(cfg *localcluster.Config) { cfg.Nodes = 3; cfg.Policy = "nu-exact" })
+	c := startCluster(t, func(cfg *localcluster.Config) { cfg.Nodes = 3; cfg.Policy = "none" })
 	n0, n1 := c.Info.Nodes[0], c.Info.Nodes[1]
 	cl0, cl1 := testutil.Control(t, n0.GRPC), testutil.Control(t, n1.GRPC)
 	pull := func(addr, from string, id uint64) (*swdv1.PullResponse, error) {
@@ -90,8 +90,8 @@ func TestPullRPC(t *testing.T) {
 	_, err = pull(n0.GRPC, "node-0", 3)
 	assert.Equal(t, codes.FailedPrecondition, grpcstatus.Code(err), "%v", err)
 
-	// Both nodes busy (nu-exact moves nothing between two full nodes), and
-	// one request waiting at node-0.
+	// Both nodes busy, and one request waiting at node-0 (policy none: only
+	// this test's pulls move anything).
 	hc := client()
 	long1 := fireAsync(hc, 1, func(int) string { return "http://" + n1.HTTP + "/work?ms=1500" })
 	require.Eventually(t, func() bool { return testutil.Status(t, cl1).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
