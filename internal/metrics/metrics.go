@@ -291,6 +291,8 @@ type Snapshot struct {
 	Transfers []TransferCount
 	// Flow holds the flow families (flow.go).
 	Flow FlowSnapshot
+	// Pulls holds swd_pulls_total by result, zero included.
+	Pulls map[PullResult]uint64
 }
 
 // TransferCount is one swd_transfers_total series.
@@ -305,7 +307,8 @@ type TransferCount struct {
 // they are being recorded; each value is read once, so a snapshot taken
 // under traffic need not be consistent across counters.
 func (m *Metrics) Snapshot() Snapshot {
-	s := Snapshot{Requests: map[Outcome]uint64{}, Rejections: map[Reason]uint64{}}
+	s := Snapshot{Requests: map[Outcome]uint64{}, Rejections: map[Reason]uint64{}, Pulls: map[PullResult]uint64{}}
+	collect(m.pulls, func(l map[string]string, v uint64) { s.Pulls[PullResult(l["result"])] = v })
 	collect(m.requests, func(l map[string]string, v uint64) { s.Requests[Outcome(l[labelOutcome])] = v })
 	collect(m.rejections, func(l map[string]string, v uint64) { s.Rejections[Reason(l[labelReason])] = v })
 	collect(m.transfers, func(l map[string]string, v uint64) {

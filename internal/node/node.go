@@ -881,6 +881,11 @@ func counters(s metrics.Snapshot, transfers bool) map[string]uint64 {
 			out["rejections/"+string(r)] = v
 		}
 	}
+	for r, v := range s.Pulls {
+		if v > 0 {
+			out["pulls/"+string(r)] = v
+		}
+	}
 	if transfers {
 		for _, t := range s.Transfers {
 			out["transfers/"+string(t.Direction)+"/"+string(t.Outcome)+"/"+t.Peer] = t.Count
