@@ -121,3 +121,38 @@ func TestPullRPC(t *testing.T) {
 	assert.Equal(t, l1.servedBy, s.servedBy, "the pulled request ran at the puller")
 	require.Equal(t, http.StatusOK, long0()[0].status)
 }
+
+// Overtake: a slot that frees while a local request waits goes instead to
+// a peer's request that has waited longer by more than steal's margin
+// (200 ms). node-1 serves a long request with r_old waiting; node-0
+// serves a shorter one with r_new waiting, which arrived 500 ms after
+// r_old. When node-0's slot frees it pulls r_old first, then serves r_new;
+// without overtake r_new would run first and r_old wait for node-1's long
+// request.
+func TestStealOvertake(t *testing.T) {
+	c := startCluster(t, func(cfg *localcluster.Config) { cfg.Nodes = 2; cfg.Policy = "steal" })
+	n0, n1 := c.Info.Nodes[0], c.Info.Nodes[1]
+	cl0, cl1 := testutil.Control(t, n0.GRPC), testutil.Control(t, n1.GRPC)
+	hc := client()
+
+	long1 := fireAsync(hc, 1, func(int) string { return "http://" + n1.HTTP + "/work?ms=6000" })
+	require.Eventually(t, func() bool { return testutil.Status(t, cl1).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
+	long0 := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=1500" })
+	require.Eventually(t, func() bool { return testutil.Status(t, cl0).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
+	old := fireAsync(hc, 1, func(int) string { return "http://" + n1.HTTP + "/work?ms=100&r=old" })
+	waitQueue(t, cl1, 1)
+	time.Sleep(500 * time.Millisecond) // the age gap the scenario needs, not a synchronisation
+	young := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=100&r=new" })
+	waitQueue(t, cl0, 1)
+	require.EqualValues(t, 1, testutil.Status(t, cl0).GetInFlight(), "node-0's long request ended before r_new queued: no test")
+
+	o, y := old()[0], young()[0]
+	require.Equal(t, http.StatusOK, o.status)
+	require.Equal(t, http.StatusOK, y.status)
+	l0 := long0()[0]
+	assert.Equal(t, l0.servedBy, o.servedBy, "node-0 did not pull the older request")
+	assert.Equal(t, l0.servedBy, y.servedBy)
+	assert.True(t, o.at.Before(y.at), "the older request was not served first: old at %s, new at %s", o.at, y.at)
+	assert.EqualValues(t, 1, testutil.Status(t, cl1).GetInFlight(), "node-1's long request should still run")
+	require.Equal(t, http.StatusOK, long1()[0].status)
+}
