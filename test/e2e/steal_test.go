@@ -156,3 +156,38 @@ func TestStealOvertake(t *testing.T) {
 	assert.EqualValues(t, 1, testutil.Status(t, cl1).GetInFlight(), "node-1's long request should still run")
 	require.Equal(t, http.StatusOK, long1()[0].status)
 }
+
+// A peer that dies while it serves a request it pulled loses nothing: the
+// request's origin still owns it and answers its client (a GET runs
+// locally once, as after any failed transfer), and the origin's queue
+// keeps every request that was not handed over.
+func TestStealPullerDiesMidPull(t *testing.T) {
+	c := startCluster(t, func(cfg *localcluster.Config) { cfg.Nodes = 2; cfg.Policy = "steal" })
+	n0, n1 := c.Info.Nodes[0], c.Info.Nodes[1]
+	cl0, cl1 := testutil.Control(t, n0.GRPC), testutil.Control(t, n1.GRPC)
+	hc := client()
+
+	long1 := fireAsync(hc, 1, func(int) string { return "http://" + n1.HTTP + "/work?ms=500" })
+	require.Eventually(t, func() bool { return testutil.Status(t, cl1).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
+	long0 := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=3000" })
+	require.Eventually(t, func() bool { return testutil.Status(t, cl0).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
+	first := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=5000&r=0" })
+	waitQueue(t, cl0, 1)
+	second := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=50&r=1" })
+	waitQueue(t, cl0, 2)
+	require.Equal(t, http.StatusOK, long1()[0].status)
+	// node-1's slot freed: it pulls the head (r0) and serves it; kill it then.
+	require.Eventually(t, func() bool { return testutil.AppStats(t, n1.App).InFlight == 1 }, 10*time.Second, 2*time.Millisecond,
+		"node-1 never pulled")
+	require.NoError(t, c.Kill("node-1"))
+
+	l0 := long0()[0]
+	require.Equal(t, http.StatusOK, l0.status)
+	a0, a1 := first()[0], second()[0]
+	require.NoError(t, a0.err)
+	require.NoError(t, a1.err)
+	assert.Equal(t, http.StatusOK, a0.status, "the pulled GET is rerun at its origin")
+	assert.Equal(t, l0.servedBy, a0.servedBy)
+	assert.Equal(t, http.StatusOK, a1.status, "the request still waiting at the origin is served")
+	assert.Equal(t, l0.servedBy, a1.servedBy)
+}
