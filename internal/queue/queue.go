@@ -28,9 +28,18 @@
 // pull). Keyed requests use it to stay at their home node unless the home is
 // past its load bound (internal/affinity, docs/affinity.md).
 //
-// Concurrency: all methods are safe for concurrent use. Load, Waiting and
-// InFlight read atomics and never take the lock, so the cluster layer can
-// read the load index on its 20 ms tick without contending with requests.
+// Pulls (policy steal, pull.go): HandHead hands the head (the oldest
+// waiting ticket that is Transferable and not Moved) to a pulling peer;
+// TryHold, PushHeld and Hold.Release keep a free slot for a request this
+// node pulls; HeadAge, OnIdleSlot, OnHeadChange and SetOvertake tell the
+// node when to pull.
+//
+// Concurrency: all methods are safe for concurrent use. Load, Waiting,
+// InFlight and HeadAge read atomics and never take the lock, so the cluster
+// layer can read the load index on its 20 ms tick without contending with
+// requests. The OnHeadChange function runs under the lock; the OnIdleSlot
+// and overtake functions run after it is released, in the goroutine that
+// called Done.
 package queue
 
 import (

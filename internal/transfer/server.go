@@ -1,5 +1,7 @@
 // Package transfer moves waiting HTTP requests between SWD nodes over gRPC
-// (proto/swd/v1 Transfer.Forward) and streams the answers back.
+// (proto/swd/v1 Transfer.Forward) and streams the answers back. A node with
+// a free slot may also ask a peer for its head (Transfer.Pull, policy
+// steal): the peer's HeadSource hands it over, and it arrives on Forward.
 //
 // The sender (Client) converts a queued request into a ForwardRequest, calls
 // the peer, and copies the streamed answer onto its client's
