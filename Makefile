@@ -119,7 +119,7 @@ fuzz: ## run every fuzz target for FUZZTIME each
 NODES ?= 8
 RATES ?= 200,240,280,320,360,400
 DURATION ?= 30s
-PEER_POLICIES ?= rr,ct,cq,nu,nu-exact
+PEER_POLICIES ?= rr,ct,cq,nu,nu-exact,steal
 PEERS ?= haproxy-cq,haproxy-leastconn,nginx-leastconn,caddy-leastconn
 comma := ,
 peer_rates = $(subst $(comma), ,$(RATES))

@@ -128,6 +128,7 @@ type Cluster struct {
 	failed map[string]failedMember
 
 	onPolicy atomic.Pointer[func(PolicyStamp)]
+	onHead   atomic.Pointer[func()]
 	notified atomic.Int64 // highest epoch passed to OnPolicy
 	tooFar   atomic.Int64 // highest epoch beyond MaxEpochLead passed to OnPolicy
 	cursor   atomic.Uint64
@@ -140,6 +141,9 @@ type Cluster struct {
 	// muted stops load dissemination (Mute).
 	muted atomic.Bool
 	stop  chan struct{}
+	// nudge asks the direct gossip loop to send the own entry now
+	// (SendNow), buffered(1).
+	nudge chan struct{}
 	wg    sync.WaitGroup
 	// direct mode send buffers, owned by the gossip goroutine
 	sent, frame []byte
@@ -187,6 +191,7 @@ func New(cfg Config, local LocalState) (*Cluster, error) {
 		slots:   make(map[string]*slot),
 		failed:  make(map[string]failedMember),
 		stop:    make(chan struct{}),
+		nudge:   make(chan struct{}, 1),
 	}
 	c.notified.Store(math.MinInt64)
 	c.ring.Store(buildRing(cfg.NodeName, nil, c.slots))
@@ -353,6 +358,18 @@ func (c *Cluster) OnPolicy(fn func(PolicyStamp)) {
 	c.onPolicy.Store(&fn)
 }
 
+// OnHead registers fn, replacing any earlier one (nil removes it). fn is
+// called from the receive path each time an entry is installed whose head
+// is positive (a peer has a request a pull may take: policy steal's pull
+// on gossip); it must not block.
+func (c *Cluster) OnHead(fn func()) {
+	if fn == nil {
+		c.onHead.Store(nil)
+		return
+	}
+	c.onHead.Store(&fn)
+}
+
 // Stats returns the counters.
 func (c *Cluster) Stats() Stats {
 	s := &c.st
@@ -433,9 +450,23 @@ func (c *Cluster) gossipLoop() {
 		}
 		select {
 		case <-t.C:
+		case <-c.nudge:
 		case <-c.stop:
 			return
 		}
+	}
+}
+
+// SendNow makes a node under direct gossip send its own entry to every
+// member at once, besides the regular ticks (head news for policy steal:
+// a node that gets or loses a head tells everyone without waiting for the
+// next tick). Requests made while a send is pending merge into it, so it
+// never sends more often than the gossip goroutine can. Under piggyback
+// gossip it does nothing. It never blocks.
+func (c *Cluster) SendNow() {
+	select {
+	case c.nudge <- struct{}{}:
+	default:
 	}
 }
 
@@ -579,6 +610,9 @@ func (c *Cluster) offer(r *ring, w *wireEntry, now time.Time) {
 		c.log.Debug("peer restarted", "peer", m.name, "boot", w.boot)
 	}
 	c.st.applied.Add(1)
+	if fn := c.onHead.Load(); fn != nil && w.ext.head > 0 {
+		(*fn)()
+	}
 	if w.epoch > c.notified.Load() {
 		c.maybeNotify(m.slot.cur.Load().policy)
 	}

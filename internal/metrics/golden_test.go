@@ -52,6 +52,7 @@ var golden = map[string]family{
 	"swd_concurrency":               {dto.MetricType_GAUGE, nil},
 	"swd_affinity_placements_total": {dto.MetricType_COUNTER, []string{"placement"}},
 	"swd_cohort_picks_total":        {dto.MetricType_COUNTER, []string{"class"}},
+	"swd_pulls_total":               {dto.MetricType_COUNTER, []string{"result"}},
 	"swd_request_body_bytes":        {dto.MetricType_HISTOGRAM, []string{"edge"}},
 	"swd_response_body_bytes":       {dto.MetricType_HISTOGRAM, []string{"edge"}},
 	"swd_transfer_bytes_total":      {dto.MetricType_COUNTER, []string{"body", "direction", "peer"}},
@@ -113,6 +114,7 @@ var boundedValues = map[string]map[string][]string{
 	"swd_transfer_handoff_seconds":  {"size": strs(metrics.SizeClasses...)},
 	"swd_affinity_placements_total": {"placement": strs(metrics.Placements...)},
 	"swd_cohort_picks_total":        {"class": metrics.CohortClasses},
+	"swd_pulls_total":               {"result": strs(metrics.PullResults...)},
 	"swd_route_cost_seconds":        {"route": {"<route>"}},
 }
 
@@ -143,6 +145,7 @@ func exercised(t *testing.T) *metrics.Metrics {
 		CohortPicks: func() map[string]float64 { return map[string]float64{"cached": 3, "uncached": 1} },
 	})
 	m.Placed(metrics.PlacementSpilled)
+	m.Pulled(metrics.PullMiss)
 	m.SetNodeInfo("node-0", "node", "test")
 	m.ObserveRequest(metrics.OutcomeLocal, 12*time.Millisecond)
 	m.ObserveRequest(metrics.OutcomeRemote, 30*time.Millisecond)

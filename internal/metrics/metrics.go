@@ -147,6 +147,7 @@ type Metrics struct {
 	rejections       *prometheus.CounterVec
 	nodeInfo         *prometheus.GaugeVec
 	placements       *prometheus.CounterVec
+	pulls            *prometheus.CounterVec
 	flow             *flowFamilies
 }
 
@@ -192,6 +193,7 @@ func New(live Live) *Metrics {
 			Help: "Requests answered with an error before reaching the app, by reason.",
 		}, []string{labelReason}),
 		placements: newPlacements(),
+		pulls:      newPulls(),
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		if f == nil {
@@ -210,7 +212,7 @@ func New(live Live) *Metrics {
 		&ageCollector{f: live.ViewAges},
 		gauge("swd_work_seconds", "Predicted work this node holds: its waiting requests' learnt costs plus the predicted rest of those in service (the work load index).", live.Work),
 		&routeCostCollector{f: live.RouteCosts},
-		m.placements, &cohortCollector{f: live.CohortPicks},
+		m.placements, m.pulls, &cohortCollector{f: live.CohortPicks},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -289,6 +291,8 @@ type Snapshot struct {
 	Transfers []TransferCount
 	// Flow holds the flow families (flow.go).
 	Flow FlowSnapshot
+	// Pulls holds swd_pulls_total by result, zero included.
+	Pulls map[PullResult]uint64
 }
 
 // TransferCount is one swd_transfers_total series.
@@ -303,7 +307,8 @@ type TransferCount struct {
 // they are being recorded; each value is read once, so a snapshot taken
 // under traffic need not be consistent across counters.
 func (m *Metrics) Snapshot() Snapshot {
-	s := Snapshot{Requests: map[Outcome]uint64{}, Rejections: map[Reason]uint64{}}
+	s := Snapshot{Requests: map[Outcome]uint64{}, Rejections: map[Reason]uint64{}, Pulls: map[PullResult]uint64{}}
+	collect(m.pulls, func(l map[string]string, v uint64) { s.Pulls[PullResult(l["result"])] = v })
 	collect(m.requests, func(l map[string]string, v uint64) { s.Requests[Outcome(l[labelOutcome])] = v })
 	collect(m.rejections, func(l map[string]string, v uint64) { s.Rejections[Reason(l[labelReason])] = v })
 	collect(m.transfers, func(l map[string]string, v uint64) {

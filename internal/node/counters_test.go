@@ -17,15 +17,17 @@ func TestCounters(t *testing.T) {
 	m.Reject(metrics.ReasonDraining)
 	m.TransferOut("node-1", metrics.TransferOK, time.Millisecond)
 	m.TransferIn("node-2", metrics.TransferRefused)
+	m.Pulled(metrics.PullMiss)
 	tests := []struct {
 		name      string
 		transfers bool
 		want      map[string]uint64
 	}{
-		// swdctl status: requests, rejections and transfers.
+		// swdctl status: requests, rejections, pulls and transfers.
 		{"status", true, map[string]uint64{
 			"requests/served_remote":      1,
 			"rejections/draining":         1,
+			"pulls/miss":                  1,
 			"transfers/out/ok/node-1":     1,
 			"transfers/in/refused/node-2": 1,
 		}},
@@ -33,6 +35,7 @@ func TestCounters(t *testing.T) {
 		{"ui", false, map[string]uint64{
 			"requests/served_remote": 1,
 			"rejections/draining":    1,
+			"pulls/miss":             1,
 		}},
 	}
 	for _, tt := range tests {

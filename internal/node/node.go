@@ -334,6 +334,8 @@ type Node struct {
 	adm *admissionState
 	// flows is the node's flow history (flows.go).
 	flows *flow.Sampler
+	// pl is the node's pulls (pull.go); nil for a dispatcher.
+	pl *pulls
 
 	pol      atomic.Pointer[policyState]
 	maxEpoch atomic.Int64 // highest epoch seen anywhere
@@ -611,6 +613,9 @@ func (n *Node) Start() error {
 	go func() { n.serveErr <- ignoreClosed(n.grpcSrv.Serve(n.grpcLn)) }()
 	go func() { n.serveErr <- ignoreClosed(n.adminSrv.Serve(n.adminLn)) }()
 	go func() { n.serveErr <- ignoreClosed(n.httpSrv.Serve(n.httpLn)) }()
+	if n.cfg.Role == cluster.RoleNode {
+		n.startPulling()
+	}
 	n.runnerStarted.Store(true)
 	go n.runPolicy()
 	go n.runFlows()
@@ -910,6 +915,11 @@ func counters(s metrics.Snapshot, transfers bool) map[string]uint64 {
 	for r, v := range s.Rejections {
 		if v > 0 {
 			out["rejections/"+string(r)] = v
+		}
+	}
+	for r, v := range s.Pulls {
+		if v > 0 {
+			out["pulls/"+string(r)] = v
 		}
 	}
 	if transfers {

@@ -61,10 +61,11 @@ func (n *Node) work() time.Duration {
 	return n.q.WaitingCost() + n.cost.ledger.Remaining()
 }
 
-// extras is what the node gossips beyond its load and policy: its work
-// under --load-index work (the other fields belong to other features).
+// extras is what the node gossips beyond its load and policy: its head age
+// under a pulling policy (pull.go), its work under --load-index work (the
+// app's readiness is set by Extras).
 func (n *Node) extras() cluster.Extras {
-	var x cluster.Extras
+	x := cluster.Extras{HeadAge: n.headAge()}
 	if n.cost != nil && n.cost.index == policy.IndexWork {
 		x.Work = n.work()
 	}

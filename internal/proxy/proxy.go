@@ -206,6 +206,9 @@ type Handler struct {
 	router Router
 	// admitter admits client requests before they queue (see SetAdmitter).
 	admitter Admitter
+	// pullHold finds the slot held for one of this node's pulls (see
+	// SetPullHolds); nil when the node does not pull.
+	pullHold func(id uint64) *queue.Hold
 }
 
 // ewma is an exponentially weighted moving average of durations, updated
@@ -511,6 +514,7 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 		p.body = body
 	}
 	t := queue.NewTicket(p, in.Hops < h.cfg.MaxHops && !in.Dispatched)
+	t.Moved = !in.Dispatched // it moved once: never another node's pull
 	h.predict(r, t)
 	// The request keeps its place by arrival and the queue deadline it had
 	// where its client called (arrival + --queue-timeout), so a transfer
@@ -530,11 +534,7 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 		h.m.TransferIn(peer, metrics.TransferRefused)
 		return fmt.Errorf("%w: refusing a transfer", swderr.ErrAppUnavailable)
 	}
-	if err := h.overloaded(); err != nil {
-		h.m.TransferIn(peer, metrics.TransferRefused)
-		return err
-	}
-	if err := h.push(t, r); err != nil {
+	if err := h.admitTransferred(t, r, in); err != nil {
 		h.m.TransferIn(peer, metrics.TransferRefused)
 		return err
 	}
@@ -672,7 +672,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, t *queue.Ticket, p
 			return metrics.OutcomeLocal, nil
 		case queue.Transfer:
 			p.decided = out.At
-			outcome, done, err := h.transferOut(ctx, w, r, t, p, out.Peer)
+			outcome, done, err := h.transferOut(ctx, w, r, t, p, out.Peer, out.PullID)
 			if done {
 				return outcome, err
 			}
@@ -776,7 +776,7 @@ func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, t *queue.Ti
 
 // transferOut sends a handed-off request to peer. done is false when the
 // request went back into the local queue and must be waited for again.
-func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending, peer string) (outcome metrics.Outcome, done bool, err error) {
+func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *http.Request, t *queue.Ticket, p *pending, peer string, pullID uint64) (outcome metrics.Outcome, done bool, err error) {
 	putBack := func(local bool) (metrics.Outcome, bool, error) {
 		if local {
 			err = h.q.PutBackLocal(t)
@@ -795,7 +795,7 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	start := time.Now()
 	msg := transfer.ToMessage(transfer.Outbound{
-		ID: p.id, Request: r, Body: p.body, Arrival: p.arrival, Hops: p.hops, From: h.cfg.NodeName,
+		ID: p.id, Request: r, Body: p.body, Arrival: p.arrival, Hops: p.hops, From: h.cfg.NodeName, PullID: pullID,
 	})
 	tctx, cancel := context.WithTimeout(ctx, h.cfg.TransferTimeout)
 	var res transfer.Result

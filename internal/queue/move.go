@@ -19,7 +19,7 @@ func (q *Queue) PushTo(t *Ticket, peer string) error {
 	now := time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if err := q.admitLocked(t, now); err != nil {
+	if err := q.admitLocked(t, now, false); err != nil {
 		return err
 	}
 	if !q.movable(t, peer) {

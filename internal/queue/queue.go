@@ -28,9 +28,18 @@
 // pull). Keyed requests use it to stay at their home node unless the home is
 // past its load bound (internal/affinity, docs/affinity.md).
 //
-// Concurrency: all methods are safe for concurrent use. Load, Waiting and
-// InFlight read atomics and never take the lock, so the cluster layer can
-// read the load index on its 20 ms tick without contending with requests.
+// Pulls (policy steal, pull.go): HandHead hands the head (the oldest
+// waiting ticket that is Transferable and not Moved) to a pulling peer;
+// TryHold, PushHeld and Hold.Release keep a free slot for a request this
+// node pulls; HeadAge, OnIdleSlot, OnHeadChange and SetOvertake tell the
+// node when to pull.
+//
+// Concurrency: all methods are safe for concurrent use. Load, Waiting,
+// InFlight and HeadAge read atomics and never take the lock, so the cluster
+// layer can read the load index on its 20 ms tick without contending with
+// requests. The OnHeadChange function runs under the lock; the OnIdleSlot
+// and overtake functions run after it is released, in the goroutine that
+// called Done.
 package queue
 
 import (
@@ -159,6 +168,10 @@ type Outcome struct {
 	Peer string // for Transfer: the destination node's name
 	// At is when a Transfer was decided (the hand-off), zero otherwise.
 	At time.Time
+	// PullID is set when the Transfer answers Peer's pull (HandHead): the
+	// owner sends the request with it, so Peer serves it in the slot it
+	// holds for that pull. Zero for every other hand-off.
+	PullID uint64
 }
 
 type state int
@@ -199,6 +212,9 @@ type Ticket struct {
 	Cost time.Duration
 	// Size is the request's body in bytes, what moving it carries.
 	Size int64
+	// Moved says the request already moved once (it arrived here by a
+	// transfer): it is never this node's head for a pull (see HandHead).
+	Moved bool
 
 	seq      uint64
 	pushed   time.Time
@@ -240,6 +256,22 @@ type Queue struct {
 	// waitCost is the sum of the waiting tickets' Cost (the work load
 	// index's waiting part; see WaitingCost).
 	waitCost atomic.Int64
+
+	// head is the first waiting ticket, in (Key, sequence) order, that a
+	// pull may take (pullable); nil when there is none. headAt mirrors its
+	// push time (monoNanos; 0: none) for the lock-free HeadAge.
+	head   *Ticket
+	headAt atomic.Int64
+	// hadHead is whether head was set at the last headNewsLocked.
+	hadHead bool
+	// onIdle is called after Done leaves a slot free with nothing waiting
+	// (OnIdleSlot).
+	onIdle atomic.Pointer[func()]
+	// onHead is called when the queue gets or loses its head
+	// (OnHeadChange).
+	onHead atomic.Pointer[func()]
+	// overtake gets the slot Done frees while tickets wait (SetOvertake).
+	overtake atomic.Pointer[func(*Hold)]
 }
 
 // New returns an empty queue. cfg must be valid.
@@ -274,7 +306,7 @@ func (q *Queue) Push(t *Ticket) error {
 	now := time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if err := q.admitLocked(t, now); err != nil {
+	if err := q.admitLocked(t, now, false); err != nil {
 		return err
 	}
 	q.insert(t)
@@ -283,16 +315,16 @@ func (q *Queue) Push(t *Ticket) error {
 }
 
 // admitLocked checks that a new ticket may enter (not pushed before, not
-// draining, room to wait) and stamps it: sequence, push time, Key and
-// deadline.
-func (q *Queue) admitLocked(t *Ticket, now time.Time) error {
+// draining, room to wait unless held: it has a slot) and stamps it:
+// sequence, push time, Key and deadline.
+func (q *Queue) admitLocked(t *Ticket, now time.Time, held bool) error {
 	if t.st != stNew {
 		return fmt.Errorf("push: ticket already pushed")
 	}
 	if q.draining {
 		return ErrDraining
 	}
-	if q.waiting.Len() >= q.cfg.Limit && !q.slotFree() {
+	if !held && q.waiting.Len() >= q.cfg.Limit && !q.slotFree() {
 		return fmt.Errorf("%w (%d waiting)", ErrQueueFull, q.waiting.Len())
 	}
 	q.seq++
@@ -343,6 +375,7 @@ func (q *Queue) PutBackLocal(t *Ticket) error {
 // tail since new and returning tickets mostly belong near it.
 func (q *Queue) insert(t *Ticket) {
 	t.st = stWaiting
+	defer q.noteInserted(t)
 	for e := q.waiting.Back(); e != nil; e = e.Prev() {
 		o := e.Value.(*Ticket)
 		if o.Key < t.Key || (o.Key == t.Key && o.seq < t.seq) {
@@ -358,6 +391,9 @@ func (q *Queue) insert(t *Ticket) {
 }
 
 func (q *Queue) remove(t *Ticket) {
+	if t == q.head {
+		q.setHead(q.nextPullable(t.elem.Next()))
+	}
 	q.waiting.Remove(t.elem)
 	t.elem = nil
 	q.nWaiting.Add(-1)
@@ -486,18 +522,35 @@ func (q *Queue) abandon(t *Ticket, err error) (Outcome, error) {
 }
 
 // Done releases a slot granted to a ticket and grants the next waiter.
+// When that leaves a slot free with nothing waiting, it then calls the
+// OnIdleSlot function. With an overtake function (SetOvertake) and tickets
+// waiting, the slot is held instead and handed to that function.
 func (q *Queue) Done(t *Ticket) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if t.st != stGranted {
+		q.mu.Unlock()
 		panic("queue: Done on a ticket that holds no slot")
 	}
 	t.st = stGone
-	q.nInFlight.Add(-1)
 	if q.cfg.Scheduler != nil {
 		q.cfg.Scheduler.Released(t)
 	}
+	if ov := q.overtake.Load(); ov != nil && q.cfg.Scheduler == nil && q.waiting.Len() > 0 &&
+		!q.draining && q.nInFlight.Load() <= q.conc.Load() {
+		// The freed slot becomes a hold (its in-flight count stays): the
+		// overtake function pulls into it or releases it to the local head.
+		h := &Hold{q: q, done: make(chan struct{})}
+		q.mu.Unlock()
+		(*ov)(h)
+		return
+	}
+	q.nInFlight.Add(-1)
 	q.grantLocked()
+	idle := q.slotFree() && q.waiting.Len() == 0 && !q.draining
+	q.mu.Unlock()
+	if fn := q.onIdle.Load(); idle && fn != nil {
+		(*fn)()
+	}
 }
 
 // HandOff takes up to n transferable waiting tickets from the tail of the
@@ -583,6 +636,7 @@ func (q *Queue) WaitIdle(ctx context.Context) error {
 }
 
 func (q *Queue) checkIdleLocked() {
+	q.headNewsLocked()
 	if q.draining && q.idle != nil && q.waiting.Len() == 0 && q.nInFlight.Load() == 0 {
 		select {
 		case <-q.idle:

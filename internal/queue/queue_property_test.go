@@ -32,6 +32,7 @@ type mTicket struct {
 	key          int64
 	seq          int // order of successful pushes, the queue's tie-break
 	transferable bool
+	moved        bool // arrived by a transfer: never a pull's head
 	st           mState
 	ends         int // terminal outcomes recorded; must end at exactly 1
 }
@@ -52,10 +53,13 @@ type model struct {
 	waiting  []*mTicket // ordered by (key, seq)
 	inFlight []*mTicket
 	handed   []*mTicket
-	pushes   int
-	grants   int
-	dones    int
-	log      []string // operations so far, for failure messages
+	// holds are the slots held for pulls (TryHold), counted in flight.
+	holds  []*queue.Hold
+	pulls  uint64 // pull IDs used so far
+	pushes int
+	grants int
+	dones  int
+	log    []string // operations so far, for failure messages
 }
 
 func (md *model) logf(format string, args ...any) {
@@ -105,7 +109,7 @@ func (md *model) end(mt *mTicket, st mState) {
 // grant hands free slots to the head, as the queue must, and checks that the
 // queue granted exactly those tickets, in order.
 func (md *model) grant() {
-	for len(md.inFlight) < md.m && len(md.waiting) > 0 {
+	for len(md.inFlight)+len(md.holds) < md.m && len(md.waiting) > 0 {
 		mt := md.waiting[0]
 		md.waiting = md.waiting[1:]
 		mt.st = mGranted
@@ -152,7 +156,16 @@ func (md *model) check() {
 		require.Equal(t, tail[:1], md.q.TailCosts(1), "TailCosts(1)")
 	}
 	require.Equal(t, len(md.waiting), md.q.Waiting(), "Waiting\n%s", md)
-	require.Equal(t, len(md.inFlight), md.q.InFlight(), "InFlight\n%s", md)
+	require.Equal(t, len(md.inFlight)+len(md.holds), md.q.InFlight(), "InFlight (holds included)\n%s", md)
+	// HeadAge is the age of the first waiting ticket a pull may take.
+	if h := md.head(); h == nil {
+		require.Zero(t, md.q.HeadAge(), "HeadAge with no pullable ticket\n%s", md)
+	} else {
+		lo := time.Since(h.tk.Pushed())
+		age := md.q.HeadAge()
+		hi := time.Since(h.tk.Pushed())
+		require.True(t, lo <= age && age <= hi, "HeadAge %s is not %s's age (%s..%s)\n%s", age, h.name, lo, hi, md)
+	}
 	require.Equal(t, md.q.Waiting()+md.q.InFlight(), md.q.Load(), "Load == Waiting + InFlight")
 	require.Equal(t, md.m, md.q.Concurrency())
 	require.LessOrEqual(t, md.q.InFlight(), md.bound, "InFlight <= m (or what it was when m was lowered)\n%s", md)
@@ -163,10 +176,94 @@ func (md *model) check() {
 
 func pick[T any](rng *rand.Rand, s []T) T { return s[rng.IntN(len(s))] }
 
+// head is the model's pull head: the first waiting ticket that is
+// transferable and never moved.
+func (md *model) head() *mTicket {
+	for _, mt := range md.waiting {
+		if mt.transferable && !mt.moved {
+			return mt
+		}
+	}
+	return nil
+}
+
+// pull takes the head for a peer's pull (HandHead); it must be the
+// model's head, never a granted or moved ticket, and its owner must learn
+// the hand-off with the pull's ID.
+func (md *model) pull() {
+	peer := fmt.Sprintf("p%d", md.rng.IntN(3))
+	md.pulls++
+	want := md.head()
+	got := md.q.HandHead(peer, md.pulls)
+	md.logf("pull %d by %s -> %v", md.pulls, peer, got != nil)
+	if want == nil {
+		require.Nil(md.t, got, "HandHead found a head the model has not\n%s", md)
+		return
+	}
+	require.Same(md.t, want.tk, got, "HandHead took another ticket than %s\n%s", want.name, md)
+	md.removeWaiting(want)
+	want.st = mHandedOff
+	md.handed = append(md.handed, want)
+	r := md.wait(context.Background(), want)
+	require.NoError(md.t, r.err, md)
+	r.o.At = time.Time{}
+	require.Equal(md.t, queue.Outcome{Kind: queue.Transfer, Peer: peer, PullID: md.pulls}, r.o, "%s\n%s", want.name, md)
+}
+
+// hold takes a free slot for a pull; the queue gives one exactly when a
+// slot is free and nothing waits.
+func (md *model) hold() {
+	h := md.q.TryHold()
+	md.logf("hold -> %v", h != nil)
+	if len(md.waiting) > 0 || len(md.inFlight)+len(md.holds) >= md.m {
+		require.Nil(md.t, h, "a hold with requests waiting or no slot free\n%s", md)
+		return
+	}
+	require.NotNil(md.t, h, "no hold with a slot free and nothing waiting\n%s", md)
+	md.holds = append(md.holds, h)
+}
+
+// endHold ends a hold: released (a miss), or used by a pulled request that
+// arrives into it and is granted at once.
+func (md *model) endHold() {
+	i := md.rng.IntN(len(md.holds))
+	h := md.holds[i]
+	md.holds = slices.Delete(md.holds, i, i+1)
+	if md.rng.IntN(2) == 0 {
+		md.logf("release hold")
+		require.True(md.t, h.Release(), md)
+		require.False(md.t, h.Release(), "a second release")
+		require.False(md.t, h.Used())
+		md.grant() // a request that arrived meanwhile takes the slot
+		return
+	}
+	mt := &mTicket{name: fmt.Sprintf("t%d", len(md.all)), moved: true}
+	mt.tk = queue.NewTicket(mt.name, false)
+	mt.tk.Moved = true
+	mt.tk.Key = int64(md.pushes+1) * 1000
+	err := md.q.PushHeld(mt.tk, h)
+	md.logf("push-held %s -> %v", mt.name, err)
+	require.NoError(md.t, err, md)
+	require.True(md.t, h.Used())
+	require.False(md.t, h.Release(), "a used hold released")
+	mt.key, mt.seq = mt.tk.Key, md.pushes
+	md.pushes++
+	md.all = append(md.all, mt)
+	mt.st = mGranted
+	md.inFlight = append(md.inFlight, mt)
+	md.grants++
+	o := md.wait(context.Background(), mt)
+	require.NoError(md.t, o.err)
+	require.Equal(md.t, queue.Outcome{Kind: queue.Granted}, o.o, md)
+}
+
 func (md *model) push() {
 	mt := &mTicket{name: fmt.Sprintf("t%d", len(md.all)), transferable: md.rng.IntN(10) < 7}
 	mt.tk = queue.NewTicket(mt.name, mt.transferable)
 	mt.tk.Cost = time.Duration(len(md.all)+1) * time.Millisecond // distinct, drawn from no random source
+	if md.rng.IntN(5) == 0 {                                     // arrived by a transfer (and may move on with hops left)
+		mt.moved, mt.tk.Moved = true, true
+	}
 	switch r := md.rng.IntN(10); {
 	case r < 2: // default: push time
 	case r < 4 && len(md.all) > 0: // arrived about when another did
@@ -177,7 +274,7 @@ func (md *model) push() {
 	default: // a fresh arrival in push order
 		mt.tk.Key = int64(md.pushes+1) * 1000
 	}
-	full := len(md.waiting) >= md.limit && len(md.inFlight) >= md.m
+	full := len(md.waiting) >= md.limit && len(md.inFlight)+len(md.holds) >= md.m
 	err := md.q.Push(mt.tk)
 	md.logf("push %s key=%d transferable=%v -> %v", mt.name, mt.tk.Key, mt.transferable, err)
 	if full {
@@ -246,7 +343,7 @@ func (md *model) done() {
 	md.q.Done(mt.tk)
 	md.dones++
 	md.end(mt, mDone)
-	md.bound = max(md.m, min(md.bound, len(md.inFlight)))
+	md.bound = max(md.m, min(md.bound, len(md.inFlight)+len(md.holds)))
 	md.grant()
 }
 
@@ -281,14 +378,22 @@ func (md *model) setConcurrency() {
 	md.logf("set m=%d", m)
 	require.NoError(md.t, md.q.SetConcurrency(m))
 	md.m = m
-	md.bound = max(m, len(md.inFlight))
+	md.bound = max(m, len(md.inFlight)+len(md.holds))
 	md.grant()
 }
 
 // step runs one random operation that is possible in the current state.
 func (md *model) step() {
 	for {
-		switch r := md.rng.IntN(100); {
+		switch r := md.rng.IntN(112); {
+		case r >= 100 && r < 105:
+			md.pull()
+		case r >= 105 && r < 108:
+			md.hold()
+		case r >= 108 && len(md.holds) > 0:
+			md.endHold()
+		case r >= 100:
+			continue
 		case r < 30:
 			md.push()
 		case r < 45:
@@ -301,7 +406,7 @@ func (md *model) step() {
 			md.leave(false)
 		case r < 95 && len(md.waiting) > 0 && md.timeouts:
 			md.leave(true)
-		case r >= 95:
+		case r >= 95 && r < 100:
 			md.setConcurrency()
 		default:
 			continue
@@ -313,6 +418,10 @@ func (md *model) step() {
 // finish ends every ticket still in the queue; handed-off tickets that were
 // never put back stay with their owners (answered remotely).
 func (md *model) finish() {
+	for len(md.holds) > 0 {
+		md.endHold()
+		md.check()
+	}
 	for len(md.waiting) > 0 || len(md.inFlight) > 0 {
 		if len(md.inFlight) > 0 && (len(md.waiting) == 0 || md.rng.IntN(2) == 0) {
 			md.done()
@@ -327,7 +436,10 @@ func (md *model) finish() {
 // sequences from fixed seeds and checks, after every operation, the order of
 // waiting tickets (FIFO by key among the waiting; grants from the head, in
 // order), Load == Waiting + InFlight, InFlight <= m, WaitingCost and
-// TailCosts against the waiting tickets' costs; and at the end, that
+// TailCosts against the waiting tickets' costs, HeadAge against the first
+// waiting ticket that may be pulled; pulls (HandHead) take exactly that
+// ticket, never one granted (in service) or moved once, and slots held
+// for pulls count in flight until used or released; and at the end, that
 // every pushed ticket ended exactly once as granted+done, timed out,
 // cancelled, or handed off and not put back.
 func TestProperty(t *testing.T) {

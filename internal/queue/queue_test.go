@@ -1040,3 +1040,76 @@ func TestWaitHonoursContextWithoutPendingOutcome(t *testing.T) {
 		})
 	}
 }
+
+// OnHeadChange reports the queue getting a head where it had none and
+// losing its last one, not every change of head.
+func TestOnHeadChange(t *testing.T) {
+	q := newQueue(t, cfgM(1))
+	var calls int
+	q.OnHeadChange(func() { calls++ })
+	busy := push(t, q, "busy", true) // granted at once: no head
+	requireGranted(t, q, busy)
+	assert.Zero(t, calls, "a request in service is no head")
+	moved := queue.NewTicket("moved", true)
+	moved.Moved = true
+	require.NoError(t, q.Push(moved))
+	assert.Zero(t, calls, "a moved request is no head")
+	a := push(t, q, "a", true)
+	assert.Equal(t, 1, calls, "got a head")
+	push(t, q, "b", true)
+	assert.Equal(t, 1, calls, "a second pullable request is no news")
+	require.Same(t, a, q.HandHead("peer", 1))
+	assert.Equal(t, 1, calls, "the head moved on to b: no news")
+	require.NotNil(t, q.HandHead("peer", 2))
+	assert.Equal(t, 2, calls, "lost the last head")
+	assert.Zero(t, q.HeadAge())
+	assert.Nil(t, q.HandHead("peer", 3), "only the moved request waits")
+}
+
+// With an overtake function, a slot Done frees while tickets wait is held
+// and handed to it: released, it goes to the head as usual; used, a pulled
+// request takes it and the head keeps waiting. Without waiting tickets
+// Done does not call it.
+func TestOvertake(t *testing.T) {
+	for _, use := range []bool{false, true} {
+		t.Run(fmt.Sprintf("used=%v", use), func(t *testing.T) {
+			q := newQueue(t, cfgM(1))
+			holds := make(chan *queue.Hold, 2)
+			q.SetOvertake(func(h *queue.Hold) { holds <- h })
+			a := push(t, q, "a", true)
+			requireGranted(t, q, a)
+			b := push(t, q, "b", true)
+			q.Done(a)
+			var h *queue.Hold
+			select {
+			case h = <-holds:
+			default:
+				require.FailNow(t, "Done with a ticket waiting did not offer the slot")
+			}
+			assert.Equal(t, 1, q.InFlight(), "the held slot counts in flight")
+			assert.Equal(t, 1, q.Waiting(), "b still waits")
+			var next *queue.Ticket
+			if use {
+				pulled := queue.NewTicket("pulled", false)
+				pulled.Moved = true
+				require.NoError(t, q.PushHeld(pulled, h))
+				requireGranted(t, q, pulled)
+				assert.Equal(t, 1, q.Waiting(), "b waits behind the pulled request")
+				next = pulled
+			} else {
+				require.True(t, h.Release())
+				requireGranted(t, q, b)
+				next = b
+			}
+			q.Done(next)
+			if use { // b was still waiting: offered again
+				h2 := <-holds
+				require.True(t, h2.Release())
+				requireGranted(t, q, b)
+				q.Done(b)
+			}
+			assert.Empty(t, holds, "Done with nothing waiting offered the slot")
+			assert.Zero(t, q.Load())
+		})
+	}
+}

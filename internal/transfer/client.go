@@ -226,6 +226,25 @@ func (c *Client) answer(ctx context.Context, stream answerStream, w http.Respons
 	}
 }
 
+// Pull asks the peer at addr for its head on behalf of node from (policy
+// steal): found reports that the peer handed a request over, which follows
+// on a Forward carrying pullID. A peer that cannot be reached, or refuses,
+// returns an error; it handed nothing over.
+func (c *Client) Pull(ctx context.Context, addr, from string, pullID uint64) (found bool, err error) {
+	cc, err := c.Conn(addr)
+	if err != nil {
+		return false, errors.Join(swderr.ErrUnreachable, err)
+	}
+	if err := ready(ctx, cc); err != nil {
+		return false, errors.Join(swderr.ErrUnreachable, fmt.Errorf("peer %s: %w", addr, err))
+	}
+	resp, err := swdv1.NewTransferClient(cc).Pull(ctx, &swdv1.PullRequest{FromNode: from, PullId: pullID})
+	if err != nil {
+		return false, fmt.Errorf("pull from %s: %w", addr, swderr.FromGRPC(err))
+	}
+	return resp.GetFound(), nil
+}
+
 // Keepalive settings of peer connections; servers must permit pings this
 // often (see ServerKeepalive).
 const (

@@ -31,6 +31,8 @@ type Outbound struct {
 	From    string
 	// Dispatched marks requests sent by a dispatcher (rr, ct).
 	Dispatched bool
+	// PullID is the receiver's pull this request answers (0: pushed).
+	PullID uint64
 }
 
 // ToMessage converts a request into the wire message. Only the path and
@@ -74,6 +76,7 @@ func ToMessage(o Outbound) *swdv1.ForwardRequest {
 		RemoteAddr:      r.RemoteAddr,
 		Scheme:          scheme,
 		Dispatched:      o.Dispatched,
+		PullId:          o.PullID,
 	}
 }
 
@@ -89,6 +92,8 @@ type Inbound struct {
 	// still arriving, and the Backend must read it (exactly
 	// Request.ContentLength bytes) before it queues the request.
 	Streamed bool
+	// PullID is the pull of this node's the request answers (0: pushed).
+	PullID uint64
 }
 
 // FromMessage converts a wire message into an HTTP request bound to ctx,
@@ -166,6 +171,7 @@ func FromMessage(ctx context.Context, m *swdv1.ForwardRequest) (*http.Request, I
 		From:       m.GetFromNode(),
 		Dispatched: m.GetDispatched(),
 		Scheme:     scheme,
+		PullID:     m.GetPullId(),
 	}
 	return r, in, nil
 }

@@ -1,5 +1,7 @@
 // Package transfer moves waiting HTTP requests between SWD nodes over gRPC
-// (proto/swd/v1 Transfer.Forward) and streams the answers back.
+// (proto/swd/v1 Transfer.Forward) and streams the answers back. A node with
+// a free slot may also ask a peer for its head (Transfer.Pull, policy
+// steal): the peer's HeadSource hands it over, and it arrives on Forward.
 //
 // The sender (Client) converts a queued request into a ForwardRequest, calls
 // the peer, and copies the streamed answer onto its client's
@@ -52,6 +54,15 @@ type Backend interface {
 	// swderr.ErrBodyTimeout; sender gone: swderr.ErrClientGone) or a budget
 	// refusal (swderr.ErrBufferFull) is returned with nothing written.
 	ServeTransferred(w http.ResponseWriter, r *http.Request, in Inbound) error
+}
+
+// HeadSource hands this node's head to a pulling peer (policy steal).
+type HeadSource interface {
+	// HandHead takes the oldest waiting request that never moved (never
+	// one handed to the app) for peer's pull pullID, and starts sending it
+	// to peer on the Forward path with that pull ID; it returns the
+	// request's ID, or ok false when nothing may go.
+	HandHead(peer string, pullID uint64) (id string, ok bool)
 }
 
 // QueueWaitReporter is implemented by the ResponseWriter a Server gives its
@@ -111,6 +122,33 @@ type Server struct {
 	cfg     ServerConfig
 	backend Backend
 	members MembershipChecker
+}
+
+// Pull implements the Transfer service: the caller asks for this node's
+// head. It is checked as Forward's sender is (certificate names, not this
+// node, a member; the gRPC interceptors authenticated the call), then the
+// backend, when it is a HeadSource, hands its head over or says "nothing"
+// at once. A backend that is not a HeadSource never has anything.
+func (s *Server) Pull(ctx context.Context, m *swdv1.PullRequest) (*swdv1.PullResponse, error) {
+	from := m.GetFromNode()
+	if err := certNames(ctx, from); err != nil {
+		return nil, swderr.ToGRPC(err)
+	}
+	if from == s.cfg.NodeName || from == "" {
+		return nil, swderr.ToGRPC(fmt.Errorf("%w: %q is this node", swderr.ErrNotMember, from))
+	}
+	if s.cfg.CheckMembership && !s.members.IsMember(from) {
+		return nil, swderr.ToGRPC(fmt.Errorf("%w: %q", swderr.ErrNotMember, from))
+	}
+	if m.GetPullId() == 0 {
+		return nil, swderr.ToGRPC(fmt.Errorf("%w: pull without a pull ID", swderr.ErrBadRequest))
+	}
+	hs, ok := s.backend.(HeadSource)
+	if !ok {
+		return &swdv1.PullResponse{}, nil
+	}
+	id, found := hs.HandHead(from, m.GetPullId())
+	return &swdv1.PullResponse{Found: found, RequestId: id}, nil
 }
 
 // NewServer returns a Transfer service serving into backend.

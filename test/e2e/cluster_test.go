@@ -223,6 +223,9 @@ func TestControlToken(t *testing.T) {
 	_, err = stream.Recv()
 	assert.Equal(t, codes.Unauthenticated, grpcstatus.Code(err), "%v", err)
 	assert.Zero(t, testutil.AppStats(t, c.Info.Nodes[1].App).Served, "a transfer without the token ran")
+	// ...and so do pulls (policy steal), authenticated exactly like Forward.
+	_, err = swdv1.NewTransferClient(cc).Pull(ctx, &swdv1.PullRequest{FromNode: "node-0", PullId: 1})
+	assert.Equal(t, codes.Unauthenticated, grpcstatus.Code(err), "%v", err)
 	// ...while the nodes' own transfers, which carry it, go through.
 	answers := fire(client(), 20, func(int) string { return "http://" + c.Info.Nodes[0].HTTP + "/work?ms=50" })
 	assert.Equal(t, map[string]int{"200": 20}, countStatus(answers))

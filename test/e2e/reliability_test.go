@@ -90,23 +90,43 @@ func TestPeerDeathDuringTransfers(t *testing.T) {
 }
 
 // SIGTERM on a node under a transfer policy hands its waiting requests to
-// its peers instead of making them wait for its own app, and loses none.
+// its peers instead of making them wait for its own app, and loses none:
+// under nu (the drain pushes them) and steal (idle peers also pull them).
 func TestDrainHandsWaitingRequestsToPeers(t *testing.T) {
+	for _, policy := range []string{"nu", "steal"} {
+		t.Run(policy, func(t *testing.T) { drainHandsWaitingRequestsToPeers(t, policy) })
+	}
+}
+
+func drainHandsWaitingRequestsToPeers(t *testing.T, policy string) {
 	c := startCluster(t, func(cfg *localcluster.Config) {
 		cfg.Nodes = 3
-		cfg.Policy = "nu"
-		// A slow activation so the burst stays queued on node-0 until drain.
+		cfg.Policy = policy
+		// A slow activation so that under nu the burst stays queued on
+		// node-0 until drain.
 		cfg.SwdArgs = []string{"--activation-interval=10s"}
 	})
 	n0 := c.Info.Nodes[0]
-	cl := testutil.Control(t, n0.GRPC)
 	hc := client()
 	const n = 30
 	// Counted from before the burst (the app may finish some of it before
 	// the signal), and from the signal on.
 	start := testutil.AppStats(t, n0.App).Served
 	wait := fireAsync(hc, n, func(int) string { return "http://" + n0.HTTP + "/work?ms=100" })
-	waitArrived(t, cl, n0.App, n)
+	// Every request reached swd: served, waiting or in service somewhere
+	// (steal's peers pull some at once).
+	var cls []swdv1.ControlClient
+	for _, nd := range c.Info.Nodes {
+		cls = append(cls, testutil.Control(t, nd.GRPC))
+	}
+	require.Eventually(t, func() bool {
+		var total int64
+		for i, nd := range c.Info.Nodes {
+			s := testutil.Status(t, cls[i])
+			total += int64(testutil.AppStats(t, nd.App).Served) + s.GetQueueLength() + s.GetInFlight()
+		}
+		return total == n
+	}, 10*time.Second, 2*time.Millisecond)
 	before := testutil.AppStats(t, n0.App).Served
 	require.NoError(t, c.Signal("node-0", syscall.SIGTERM, 30*time.Second))
 	second := wait()

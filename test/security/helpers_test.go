@@ -319,6 +319,13 @@ type fwdAnswer struct {
 }
 
 // forward calls Transfer.Forward and collects the streamed answer.
+// pull calls Transfer.Pull as node from.
+func pull(cc *grpc.ClientConn, from string) (*swdv1.PullResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return swdv1.NewTransferClient(cc).Pull(ctx, &swdv1.PullRequest{FromNode: from, PullId: 1})
+}
+
 func forward(cc *grpc.ClientConn, m *swdv1.ForwardRequest) (fwdAnswer, error) {
 	var a fwdAnswer
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -91,6 +91,10 @@ func TestMTLSRefusesClientsWithoutValidCertificate(t *testing.T) {
 			_, err = forward(cc, workRequest("node-1"))
 			require.Error(t, err, "Transfer.Forward must fail")
 			assert.Equal(t, codes.Unavailable, status.Code(err), "handshake failure expected, got %v", err)
+
+			_, err = pull(cc, "node-1")
+			require.Error(t, err, "Transfer.Pull must fail")
+			assert.Equal(t, codes.Unavailable, status.Code(err), "handshake failure expected, got %v", err)
 		})
 	}
 	assert.Zero(t, testutil.AppStats(t, nd.App).Served, "a refused client's transfer reached the app")
@@ -106,6 +110,11 @@ func TestMTLSRefusesClientsWithoutValidCertificate(t *testing.T) {
 	assert.Equal(t, "node-0", st.GetNode())
 	_, err = forward(cc, workRequest("node-1"))
 	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "an operator's certificate must not send as a node: %v", err)
+	_, err = pull(cc, "node-1")
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "an operator's certificate must not pull as a node: %v", err)
+	r, err := pull(testutil.Dial(t, nd.GRPC, mtls(t, good, "node-1")), "node-1")
+	require.NoError(t, err, "the member's own certificate pulls")
+	assert.False(t, r.GetFound(), "an empty queue hands nothing over")
 	a, err := forward(testutil.Dial(t, nd.GRPC, mtls(t, good, "node-1")), workRequest("node-1"))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, a.Status)

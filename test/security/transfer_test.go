@@ -171,6 +171,10 @@ func TestForgedTransferFromNonMemberRefused(t *testing.T) {
 			_, err := forward(cc, m)
 			require.Error(t, err)
 			assert.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
+			if tc.hops == 1 { // Pull carries no hops; the same senders are refused
+				_, err = pull(cc, tc.from)
+				assert.Equal(t, codes.FailedPrecondition, status.Code(err), "pull: %v", err)
+			}
 		})
 	}
 	assert.Zero(t, testutil.AppStats(t, nd.App).Served, "a refused transfer reached the app")

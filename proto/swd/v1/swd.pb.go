@@ -79,7 +79,7 @@ func (x GossipKeyRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GossipKeyRequest_Op.Descriptor instead.
 func (GossipKeyRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{19, 0}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{21, 0}
 }
 
 // Header is one HTTP header field with all its values.
@@ -160,7 +160,11 @@ type ForwardRequest struct {
 	// scheme is the client's scheme ("http" or "https"), for X-Forwarded-Proto.
 	Scheme string `protobuf:"bytes,12,opt,name=scheme,proto3" json:"scheme,omitempty"`
 	// dispatched is true when a dispatcher (rr, ct) sent the request.
-	Dispatched    bool `protobuf:"varint,13,opt,name=dispatched,proto3" json:"dispatched,omitempty"`
+	Dispatched bool `protobuf:"varint,13,opt,name=dispatched,proto3" json:"dispatched,omitempty"`
+	// pull_id is set when the request answers the receiver's Pull (policy
+	// steal): the pull_id of that PullRequest, so the receiver serves it in
+	// the app slot it holds for the pull. 0 for a pushed request.
+	PullId        uint64 `protobuf:"varint,14,opt,name=pull_id,json=pullId,proto3" json:"pull_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -286,6 +290,126 @@ func (x *ForwardRequest) GetDispatched() bool {
 	return false
 }
 
+func (x *ForwardRequest) GetPullId() uint64 {
+	if x != nil {
+		return x.PullId
+	}
+	return 0
+}
+
+// PullRequest asks a peer for its head: its oldest waiting request that
+// never moved (policy steal).
+type PullRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// from_node is the puller's node name (checked against membership).
+	FromNode string `protobuf:"bytes,1,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	// pull_id names the pull; the request, if any, arrives on a Forward
+	// carrying it.
+	PullId        uint64 `protobuf:"varint,2,opt,name=pull_id,json=pullId,proto3" json:"pull_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullRequest) Reset() {
+	*x = PullRequest{}
+	mi := &file_swd_v1_swd_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullRequest) ProtoMessage() {}
+
+func (x *PullRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_swd_v1_swd_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
+func (*PullRequest) Descriptor() ([]byte, []int) {
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PullRequest) GetFromNode() string {
+	if x != nil {
+		return x.FromNode
+	}
+	return ""
+}
+
+func (x *PullRequest) GetPullId() uint64 {
+	if x != nil {
+		return x.PullId
+	}
+	return 0
+}
+
+// PullResponse says whether the peer handed its head over.
+type PullResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// found is true when a request is on its way to the puller on the
+	// Forward path; false ("nothing") when the peer had no movable request.
+	Found bool `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	// request_id is the handed request's ID, for logs.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullResponse) Reset() {
+	*x = PullResponse{}
+	mi := &file_swd_v1_swd_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullResponse) ProtoMessage() {}
+
+func (x *PullResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_swd_v1_swd_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullResponse.ProtoReflect.Descriptor instead.
+func (*PullResponse) Descriptor() ([]byte, []int) {
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PullResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *PullResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // ForwardResponse is one part of the streamed answer: first a head, then
 // body chunks, then at most one trailer.
 type ForwardResponse struct {
@@ -302,7 +426,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_swd_v1_swd_proto_msgTypes[2]
+	mi := &file_swd_v1_swd_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -314,7 +438,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[2]
+	mi := &file_swd_v1_swd_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -327,7 +451,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{2}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ForwardResponse) GetPart() isForwardResponse_Part {
@@ -400,7 +524,7 @@ type ResponseHead struct {
 
 func (x *ResponseHead) Reset() {
 	*x = ResponseHead{}
-	mi := &file_swd_v1_swd_proto_msgTypes[3]
+	mi := &file_swd_v1_swd_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +536,7 @@ func (x *ResponseHead) String() string {
 func (*ResponseHead) ProtoMessage() {}
 
 func (x *ResponseHead) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[3]
+	mi := &file_swd_v1_swd_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +549,7 @@ func (x *ResponseHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResponseHead.ProtoReflect.Descriptor instead.
 func (*ResponseHead) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{3}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ResponseHead) GetStatus() int32 {
@@ -465,7 +589,7 @@ type ResponseTrailer struct {
 
 func (x *ResponseTrailer) Reset() {
 	*x = ResponseTrailer{}
-	mi := &file_swd_v1_swd_proto_msgTypes[4]
+	mi := &file_swd_v1_swd_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +601,7 @@ func (x *ResponseTrailer) String() string {
 func (*ResponseTrailer) ProtoMessage() {}
 
 func (x *ResponseTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[4]
+	mi := &file_swd_v1_swd_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +614,7 @@ func (x *ResponseTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResponseTrailer.ProtoReflect.Descriptor instead.
 func (*ResponseTrailer) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{4}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ResponseTrailer) GetTrailers() []*Header {
@@ -513,7 +637,7 @@ type PolicyState struct {
 
 func (x *PolicyState) Reset() {
 	*x = PolicyState{}
-	mi := &file_swd_v1_swd_proto_msgTypes[5]
+	mi := &file_swd_v1_swd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +649,7 @@ func (x *PolicyState) String() string {
 func (*PolicyState) ProtoMessage() {}
 
 func (x *PolicyState) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[5]
+	mi := &file_swd_v1_swd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +662,7 @@ func (x *PolicyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyState.ProtoReflect.Descriptor instead.
 func (*PolicyState) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{5}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PolicyState) GetName() string {
@@ -575,7 +699,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_swd_v1_swd_proto_msgTypes[6]
+	mi := &file_swd_v1_swd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +711,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[6]
+	mi := &file_swd_v1_swd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +724,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{6}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StatusRequest) GetFlows() bool {
@@ -633,7 +757,7 @@ type PeerLoad struct {
 
 func (x *PeerLoad) Reset() {
 	*x = PeerLoad{}
-	mi := &file_swd_v1_swd_proto_msgTypes[7]
+	mi := &file_swd_v1_swd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +769,7 @@ func (x *PeerLoad) String() string {
 func (*PeerLoad) ProtoMessage() {}
 
 func (x *PeerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[7]
+	mi := &file_swd_v1_swd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +782,7 @@ func (x *PeerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerLoad.ProtoReflect.Descriptor instead.
 func (*PeerLoad) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{7}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PeerLoad) GetName() string {
@@ -746,7 +870,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_swd_v1_swd_proto_msgTypes[8]
+	mi := &file_swd_v1_swd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +882,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[8]
+	mi := &file_swd_v1_swd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +895,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{8}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StatusResponse) GetNode() string {
@@ -902,7 +1026,7 @@ type RouteStat struct {
 
 func (x *RouteStat) Reset() {
 	*x = RouteStat{}
-	mi := &file_swd_v1_swd_proto_msgTypes[9]
+	mi := &file_swd_v1_swd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1038,7 @@ func (x *RouteStat) String() string {
 func (*RouteStat) ProtoMessage() {}
 
 func (x *RouteStat) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[9]
+	mi := &file_swd_v1_swd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1051,7 @@ func (x *RouteStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteStat.ProtoReflect.Descriptor instead.
 func (*RouteStat) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{9}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RouteStat) GetName() string {
@@ -987,7 +1111,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_swd_v1_swd_proto_msgTypes[10]
+	mi := &file_swd_v1_swd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1123,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[10]
+	mi := &file_swd_v1_swd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1136,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{10}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{12}
 }
 
 type Member struct {
@@ -1029,7 +1153,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_swd_v1_swd_proto_msgTypes[11]
+	mi := &file_swd_v1_swd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1165,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[11]
+	mi := &file_swd_v1_swd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1178,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{11}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Member) GetName() string {
@@ -1108,7 +1232,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_swd_v1_swd_proto_msgTypes[12]
+	mi := &file_swd_v1_swd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1244,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[12]
+	mi := &file_swd_v1_swd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1257,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{12}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NodesResponse) GetMembers() []*Member {
@@ -1151,7 +1275,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_swd_v1_swd_proto_msgTypes[13]
+	mi := &file_swd_v1_swd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1287,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[13]
+	mi := &file_swd_v1_swd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1300,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{13}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{15}
 }
 
 type SetPolicyRequest struct {
@@ -1194,7 +1318,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_swd_v1_swd_proto_msgTypes[14]
+	mi := &file_swd_v1_swd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1330,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[14]
+	mi := &file_swd_v1_swd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1343,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{14}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetPolicyRequest) GetName() string {
@@ -1263,7 +1387,7 @@ type NodeResult struct {
 
 func (x *NodeResult) Reset() {
 	*x = NodeResult{}
-	mi := &file_swd_v1_swd_proto_msgTypes[15]
+	mi := &file_swd_v1_swd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1399,7 @@ func (x *NodeResult) String() string {
 func (*NodeResult) ProtoMessage() {}
 
 func (x *NodeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[15]
+	mi := &file_swd_v1_swd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1412,7 @@ func (x *NodeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeResult.ProtoReflect.Descriptor instead.
 func (*NodeResult) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{15}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeResult) GetNode() string {
@@ -1335,7 +1459,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_swd_v1_swd_proto_msgTypes[16]
+	mi := &file_swd_v1_swd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1471,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[16]
+	mi := &file_swd_v1_swd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1484,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{16}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetPolicyResponse) GetResults() []*NodeResult {
@@ -1378,7 +1502,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_swd_v1_swd_proto_msgTypes[17]
+	mi := &file_swd_v1_swd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1514,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[17]
+	mi := &file_swd_v1_swd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1527,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{17}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{19}
 }
 
 type DrainResponse struct {
@@ -1416,7 +1540,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_swd_v1_swd_proto_msgTypes[18]
+	mi := &file_swd_v1_swd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1552,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[18]
+	mi := &file_swd_v1_swd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1565,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{18}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DrainResponse) GetWaiting() int64 {
@@ -1474,7 +1598,7 @@ type GossipKeyRequest struct {
 
 func (x *GossipKeyRequest) Reset() {
 	*x = GossipKeyRequest{}
-	mi := &file_swd_v1_swd_proto_msgTypes[19]
+	mi := &file_swd_v1_swd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1610,7 @@ func (x *GossipKeyRequest) String() string {
 func (*GossipKeyRequest) ProtoMessage() {}
 
 func (x *GossipKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[19]
+	mi := &file_swd_v1_swd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1623,7 @@ func (x *GossipKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GossipKeyRequest.ProtoReflect.Descriptor instead.
 func (*GossipKeyRequest) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{19}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GossipKeyRequest) GetOp() GossipKeyRequest_Op {
@@ -1536,7 +1660,7 @@ type NodeKeys struct {
 
 func (x *NodeKeys) Reset() {
 	*x = NodeKeys{}
-	mi := &file_swd_v1_swd_proto_msgTypes[20]
+	mi := &file_swd_v1_swd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1672,7 @@ func (x *NodeKeys) String() string {
 func (*NodeKeys) ProtoMessage() {}
 
 func (x *NodeKeys) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[20]
+	mi := &file_swd_v1_swd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1685,7 @@ func (x *NodeKeys) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeKeys.ProtoReflect.Descriptor instead.
 func (*NodeKeys) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{20}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NodeKeys) GetNode() string {
@@ -1601,7 +1725,7 @@ type GossipKeyResponse struct {
 
 func (x *GossipKeyResponse) Reset() {
 	*x = GossipKeyResponse{}
-	mi := &file_swd_v1_swd_proto_msgTypes[21]
+	mi := &file_swd_v1_swd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1737,7 @@ func (x *GossipKeyResponse) String() string {
 func (*GossipKeyResponse) ProtoMessage() {}
 
 func (x *GossipKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[21]
+	mi := &file_swd_v1_swd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1750,7 @@ func (x *GossipKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GossipKeyResponse.ProtoReflect.Descriptor instead.
 func (*GossipKeyResponse) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{21}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GossipKeyResponse) GetResults() []*NodeKeys {
@@ -1662,7 +1786,7 @@ type FlowSample struct {
 
 func (x *FlowSample) Reset() {
 	*x = FlowSample{}
-	mi := &file_swd_v1_swd_proto_msgTypes[22]
+	mi := &file_swd_v1_swd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1798,7 @@ func (x *FlowSample) String() string {
 func (*FlowSample) ProtoMessage() {}
 
 func (x *FlowSample) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[22]
+	mi := &file_swd_v1_swd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1811,7 @@ func (x *FlowSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowSample.ProtoReflect.Descriptor instead.
 func (*FlowSample) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{22}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FlowSample) GetUnixNano() int64 {
@@ -1780,7 +1904,7 @@ type EdgeRate struct {
 
 func (x *EdgeRate) Reset() {
 	*x = EdgeRate{}
-	mi := &file_swd_v1_swd_proto_msgTypes[23]
+	mi := &file_swd_v1_swd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1916,7 @@ func (x *EdgeRate) String() string {
 func (*EdgeRate) ProtoMessage() {}
 
 func (x *EdgeRate) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[23]
+	mi := &file_swd_v1_swd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1929,7 @@ func (x *EdgeRate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EdgeRate.ProtoReflect.Descriptor instead.
 func (*EdgeRate) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{23}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EdgeRate) GetPeer() string {
@@ -1865,7 +1989,7 @@ type HandoffCost struct {
 
 func (x *HandoffCost) Reset() {
 	*x = HandoffCost{}
-	mi := &file_swd_v1_swd_proto_msgTypes[24]
+	mi := &file_swd_v1_swd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +2001,7 @@ func (x *HandoffCost) String() string {
 func (*HandoffCost) ProtoMessage() {}
 
 func (x *HandoffCost) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[24]
+	mi := &file_swd_v1_swd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +2014,7 @@ func (x *HandoffCost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffCost.ProtoReflect.Descriptor instead.
 func (*HandoffCost) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{24}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HandoffCost) GetMaxBytes() int64 {
@@ -1928,7 +2052,7 @@ type ForwardChunk struct {
 
 func (x *ForwardChunk) Reset() {
 	*x = ForwardChunk{}
-	mi := &file_swd_v1_swd_proto_msgTypes[25]
+	mi := &file_swd_v1_swd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2064,7 @@ func (x *ForwardChunk) String() string {
 func (*ForwardChunk) ProtoMessage() {}
 
 func (x *ForwardChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_swd_v1_swd_proto_msgTypes[25]
+	mi := &file_swd_v1_swd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2077,7 @@ func (x *ForwardChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardChunk.ProtoReflect.Descriptor instead.
 func (*ForwardChunk) Descriptor() ([]byte, []int) {
-	return file_swd_v1_swd_proto_rawDescGZIP(), []int{25}
+	return file_swd_v1_swd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ForwardChunk) GetHead() *ForwardRequest {
@@ -1984,7 +2108,7 @@ const file_swd_v1_swd_proto_rawDesc = "" +
 	"\x10swd/v1/swd.proto\x12\x06swd.v1\"4\n" +
 	"\x06Header\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06values\x18\x02 \x03(\tR\x06values\"\x80\x03\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"\x99\x03\n" +
 	"\x0eForwardRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
@@ -2003,7 +2127,15 @@ const file_swd_v1_swd_proto_rawDesc = "" +
 	"\x06scheme\x18\f \x01(\tR\x06scheme\x12\x1e\n" +
 	"\n" +
 	"dispatched\x18\r \x01(\bR\n" +
-	"dispatched\"\x9b\x01\n" +
+	"dispatched\x12\x17\n" +
+	"\apull_id\x18\x0e \x01(\x04R\x06pullId\"C\n" +
+	"\vPullRequest\x12\x1b\n" +
+	"\tfrom_node\x18\x01 \x01(\tR\bfromNode\x12\x17\n" +
+	"\apull_id\x18\x02 \x01(\x04R\x06pullId\"C\n" +
+	"\fPullResponse\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"\x9b\x01\n" +
 	"\x0fForwardResponse\x12*\n" +
 	"\x04head\x18\x01 \x01(\v2\x14.swd.v1.ResponseHeadH\x00R\x04head\x12\x1f\n" +
 	"\n" +
@@ -2142,10 +2274,11 @@ const file_swd_v1_swd_proto_rawDesc = "" +
 	"\fForwardChunk\x12*\n" +
 	"\x04head\x18\x01 \x01(\v2\x16.swd.v1.ForwardRequestR\x04head\x12\x1b\n" +
 	"\tbody_size\x18\x02 \x01(\x03R\bbodySize\x12\x12\n" +
-	"\x04body\x18\x03 \x01(\fR\x04body2\x8c\x01\n" +
+	"\x04body\x18\x03 \x01(\fR\x04body2\xbf\x01\n" +
 	"\bTransfer\x12<\n" +
 	"\aForward\x12\x16.swd.v1.ForwardRequest\x1a\x17.swd.v1.ForwardResponse0\x01\x12B\n" +
-	"\rForwardStream\x12\x14.swd.v1.ForwardChunk\x1a\x17.swd.v1.ForwardResponse(\x010\x012\xef\x02\n" +
+	"\rForwardStream\x12\x14.swd.v1.ForwardChunk\x1a\x17.swd.v1.ForwardResponse(\x010\x01\x121\n" +
+	"\x04Pull\x12\x13.swd.v1.PullRequest\x1a\x14.swd.v1.PullResponse2\xef\x02\n" +
 	"\aControl\x127\n" +
 	"\x06Status\x12\x15.swd.v1.StatusRequest\x1a\x16.swd.v1.StatusResponse\x124\n" +
 	"\x05Nodes\x12\x14.swd.v1.NodesRequest\x1a\x15.swd.v1.NodesResponse\x12:\n" +
@@ -2168,74 +2301,78 @@ func file_swd_v1_swd_proto_rawDescGZIP() []byte {
 }
 
 var file_swd_v1_swd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_swd_v1_swd_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_swd_v1_swd_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_swd_v1_swd_proto_goTypes = []any{
 	(GossipKeyRequest_Op)(0),  // 0: swd.v1.GossipKeyRequest.Op
 	(*Header)(nil),            // 1: swd.v1.Header
 	(*ForwardRequest)(nil),    // 2: swd.v1.ForwardRequest
-	(*ForwardResponse)(nil),   // 3: swd.v1.ForwardResponse
-	(*ResponseHead)(nil),      // 4: swd.v1.ResponseHead
-	(*ResponseTrailer)(nil),   // 5: swd.v1.ResponseTrailer
-	(*PolicyState)(nil),       // 6: swd.v1.PolicyState
-	(*StatusRequest)(nil),     // 7: swd.v1.StatusRequest
-	(*PeerLoad)(nil),          // 8: swd.v1.PeerLoad
-	(*StatusResponse)(nil),    // 9: swd.v1.StatusResponse
-	(*RouteStat)(nil),         // 10: swd.v1.RouteStat
-	(*NodesRequest)(nil),      // 11: swd.v1.NodesRequest
-	(*Member)(nil),            // 12: swd.v1.Member
-	(*NodesResponse)(nil),     // 13: swd.v1.NodesResponse
-	(*GetPolicyRequest)(nil),  // 14: swd.v1.GetPolicyRequest
-	(*SetPolicyRequest)(nil),  // 15: swd.v1.SetPolicyRequest
-	(*NodeResult)(nil),        // 16: swd.v1.NodeResult
-	(*SetPolicyResponse)(nil), // 17: swd.v1.SetPolicyResponse
-	(*DrainRequest)(nil),      // 18: swd.v1.DrainRequest
-	(*DrainResponse)(nil),     // 19: swd.v1.DrainResponse
-	(*GossipKeyRequest)(nil),  // 20: swd.v1.GossipKeyRequest
-	(*NodeKeys)(nil),          // 21: swd.v1.NodeKeys
-	(*GossipKeyResponse)(nil), // 22: swd.v1.GossipKeyResponse
-	(*FlowSample)(nil),        // 23: swd.v1.FlowSample
-	(*EdgeRate)(nil),          // 24: swd.v1.EdgeRate
-	(*HandoffCost)(nil),       // 25: swd.v1.HandoffCost
-	(*ForwardChunk)(nil),      // 26: swd.v1.ForwardChunk
-	nil,                       // 27: swd.v1.StatusResponse.CountersEntry
+	(*PullRequest)(nil),       // 3: swd.v1.PullRequest
+	(*PullResponse)(nil),      // 4: swd.v1.PullResponse
+	(*ForwardResponse)(nil),   // 5: swd.v1.ForwardResponse
+	(*ResponseHead)(nil),      // 6: swd.v1.ResponseHead
+	(*ResponseTrailer)(nil),   // 7: swd.v1.ResponseTrailer
+	(*PolicyState)(nil),       // 8: swd.v1.PolicyState
+	(*StatusRequest)(nil),     // 9: swd.v1.StatusRequest
+	(*PeerLoad)(nil),          // 10: swd.v1.PeerLoad
+	(*StatusResponse)(nil),    // 11: swd.v1.StatusResponse
+	(*RouteStat)(nil),         // 12: swd.v1.RouteStat
+	(*NodesRequest)(nil),      // 13: swd.v1.NodesRequest
+	(*Member)(nil),            // 14: swd.v1.Member
+	(*NodesResponse)(nil),     // 15: swd.v1.NodesResponse
+	(*GetPolicyRequest)(nil),  // 16: swd.v1.GetPolicyRequest
+	(*SetPolicyRequest)(nil),  // 17: swd.v1.SetPolicyRequest
+	(*NodeResult)(nil),        // 18: swd.v1.NodeResult
+	(*SetPolicyResponse)(nil), // 19: swd.v1.SetPolicyResponse
+	(*DrainRequest)(nil),      // 20: swd.v1.DrainRequest
+	(*DrainResponse)(nil),     // 21: swd.v1.DrainResponse
+	(*GossipKeyRequest)(nil),  // 22: swd.v1.GossipKeyRequest
+	(*NodeKeys)(nil),          // 23: swd.v1.NodeKeys
+	(*GossipKeyResponse)(nil), // 24: swd.v1.GossipKeyResponse
+	(*FlowSample)(nil),        // 25: swd.v1.FlowSample
+	(*EdgeRate)(nil),          // 26: swd.v1.EdgeRate
+	(*HandoffCost)(nil),       // 27: swd.v1.HandoffCost
+	(*ForwardChunk)(nil),      // 28: swd.v1.ForwardChunk
+	nil,                       // 29: swd.v1.StatusResponse.CountersEntry
 }
 var file_swd_v1_swd_proto_depIdxs = []int32{
 	1,  // 0: swd.v1.ForwardRequest.headers:type_name -> swd.v1.Header
-	4,  // 1: swd.v1.ForwardResponse.head:type_name -> swd.v1.ResponseHead
-	5,  // 2: swd.v1.ForwardResponse.trailer:type_name -> swd.v1.ResponseTrailer
+	6,  // 1: swd.v1.ForwardResponse.head:type_name -> swd.v1.ResponseHead
+	7,  // 2: swd.v1.ForwardResponse.trailer:type_name -> swd.v1.ResponseTrailer
 	1,  // 3: swd.v1.ResponseHead.headers:type_name -> swd.v1.Header
 	1,  // 4: swd.v1.ResponseTrailer.trailers:type_name -> swd.v1.Header
-	6,  // 5: swd.v1.StatusResponse.policy:type_name -> swd.v1.PolicyState
-	8,  // 6: swd.v1.StatusResponse.view:type_name -> swd.v1.PeerLoad
-	27, // 7: swd.v1.StatusResponse.counters:type_name -> swd.v1.StatusResponse.CountersEntry
-	10, // 8: swd.v1.StatusResponse.routes:type_name -> swd.v1.RouteStat
-	23, // 9: swd.v1.StatusResponse.flows:type_name -> swd.v1.FlowSample
-	25, // 10: swd.v1.StatusResponse.handoff_costs:type_name -> swd.v1.HandoffCost
-	12, // 11: swd.v1.NodesResponse.members:type_name -> swd.v1.Member
-	6,  // 12: swd.v1.NodeResult.state:type_name -> swd.v1.PolicyState
-	16, // 13: swd.v1.SetPolicyResponse.results:type_name -> swd.v1.NodeResult
+	8,  // 5: swd.v1.StatusResponse.policy:type_name -> swd.v1.PolicyState
+	10, // 6: swd.v1.StatusResponse.view:type_name -> swd.v1.PeerLoad
+	29, // 7: swd.v1.StatusResponse.counters:type_name -> swd.v1.StatusResponse.CountersEntry
+	12, // 8: swd.v1.StatusResponse.routes:type_name -> swd.v1.RouteStat
+	25, // 9: swd.v1.StatusResponse.flows:type_name -> swd.v1.FlowSample
+	27, // 10: swd.v1.StatusResponse.handoff_costs:type_name -> swd.v1.HandoffCost
+	14, // 11: swd.v1.NodesResponse.members:type_name -> swd.v1.Member
+	8,  // 12: swd.v1.NodeResult.state:type_name -> swd.v1.PolicyState
+	18, // 13: swd.v1.SetPolicyResponse.results:type_name -> swd.v1.NodeResult
 	0,  // 14: swd.v1.GossipKeyRequest.op:type_name -> swd.v1.GossipKeyRequest.Op
-	21, // 15: swd.v1.GossipKeyResponse.results:type_name -> swd.v1.NodeKeys
-	24, // 16: swd.v1.FlowSample.edges:type_name -> swd.v1.EdgeRate
+	23, // 15: swd.v1.GossipKeyResponse.results:type_name -> swd.v1.NodeKeys
+	26, // 16: swd.v1.FlowSample.edges:type_name -> swd.v1.EdgeRate
 	2,  // 17: swd.v1.ForwardChunk.head:type_name -> swd.v1.ForwardRequest
 	2,  // 18: swd.v1.Transfer.Forward:input_type -> swd.v1.ForwardRequest
-	26, // 19: swd.v1.Transfer.ForwardStream:input_type -> swd.v1.ForwardChunk
-	7,  // 20: swd.v1.Control.Status:input_type -> swd.v1.StatusRequest
-	11, // 21: swd.v1.Control.Nodes:input_type -> swd.v1.NodesRequest
-	14, // 22: swd.v1.Control.GetPolicy:input_type -> swd.v1.GetPolicyRequest
-	15, // 23: swd.v1.Control.SetPolicy:input_type -> swd.v1.SetPolicyRequest
-	18, // 24: swd.v1.Control.Drain:input_type -> swd.v1.DrainRequest
-	20, // 25: swd.v1.Control.GossipKeys:input_type -> swd.v1.GossipKeyRequest
-	3,  // 26: swd.v1.Transfer.Forward:output_type -> swd.v1.ForwardResponse
-	3,  // 27: swd.v1.Transfer.ForwardStream:output_type -> swd.v1.ForwardResponse
-	9,  // 28: swd.v1.Control.Status:output_type -> swd.v1.StatusResponse
-	13, // 29: swd.v1.Control.Nodes:output_type -> swd.v1.NodesResponse
-	6,  // 30: swd.v1.Control.GetPolicy:output_type -> swd.v1.PolicyState
-	17, // 31: swd.v1.Control.SetPolicy:output_type -> swd.v1.SetPolicyResponse
-	19, // 32: swd.v1.Control.Drain:output_type -> swd.v1.DrainResponse
-	22, // 33: swd.v1.Control.GossipKeys:output_type -> swd.v1.GossipKeyResponse
-	26, // [26:34] is the sub-list for method output_type
-	18, // [18:26] is the sub-list for method input_type
+	28, // 19: swd.v1.Transfer.ForwardStream:input_type -> swd.v1.ForwardChunk
+	3,  // 20: swd.v1.Transfer.Pull:input_type -> swd.v1.PullRequest
+	9,  // 21: swd.v1.Control.Status:input_type -> swd.v1.StatusRequest
+	13, // 22: swd.v1.Control.Nodes:input_type -> swd.v1.NodesRequest
+	16, // 23: swd.v1.Control.GetPolicy:input_type -> swd.v1.GetPolicyRequest
+	17, // 24: swd.v1.Control.SetPolicy:input_type -> swd.v1.SetPolicyRequest
+	20, // 25: swd.v1.Control.Drain:input_type -> swd.v1.DrainRequest
+	22, // 26: swd.v1.Control.GossipKeys:input_type -> swd.v1.GossipKeyRequest
+	5,  // 27: swd.v1.Transfer.Forward:output_type -> swd.v1.ForwardResponse
+	5,  // 28: swd.v1.Transfer.ForwardStream:output_type -> swd.v1.ForwardResponse
+	4,  // 29: swd.v1.Transfer.Pull:output_type -> swd.v1.PullResponse
+	11, // 30: swd.v1.Control.Status:output_type -> swd.v1.StatusResponse
+	15, // 31: swd.v1.Control.Nodes:output_type -> swd.v1.NodesResponse
+	8,  // 32: swd.v1.Control.GetPolicy:output_type -> swd.v1.PolicyState
+	19, // 33: swd.v1.Control.SetPolicy:output_type -> swd.v1.SetPolicyResponse
+	21, // 34: swd.v1.Control.Drain:output_type -> swd.v1.DrainResponse
+	24, // 35: swd.v1.Control.GossipKeys:output_type -> swd.v1.GossipKeyResponse
+	27, // [27:36] is the sub-list for method output_type
+	18, // [18:27] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -2246,7 +2383,7 @@ func file_swd_v1_swd_proto_init() {
 	if File_swd_v1_swd_proto != nil {
 		return
 	}
-	file_swd_v1_swd_proto_msgTypes[2].OneofWrappers = []any{
+	file_swd_v1_swd_proto_msgTypes[4].OneofWrappers = []any{
 		(*ForwardResponse_Head)(nil),
 		(*ForwardResponse_BodyChunk)(nil),
 		(*ForwardResponse_Trailer)(nil),
@@ -2257,7 +2394,7 @@ func file_swd_v1_swd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_swd_v1_swd_proto_rawDesc), len(file_swd_v1_swd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

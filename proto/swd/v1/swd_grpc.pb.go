@@ -27,6 +27,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Transfer_Forward_FullMethodName       = "/swd.v1.Transfer/Forward"
 	Transfer_ForwardStream_FullMethodName = "/swd.v1.Transfer/ForwardStream"
+	Transfer_Pull_FullMethodName          = "/swd.v1.Transfer/Pull"
 )
 
 // TransferClient is the client API for Transfer service.
@@ -43,6 +44,13 @@ type TransferClient interface {
 	// body) and the body's size, the later ones the body's bytes in order.
 	// The peer checks the head before reading the body; refusals as Forward.
 	ForwardStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardChunk, ForwardResponse], error)
+	// Pull asks the peer to hand its head (oldest waiting request that never
+	// moved; never one handed to its app) to the caller: the peer answers at
+	// once, found or not, and a found request follows on Forward from the
+	// peer (which still answers its client) carrying the same pull_id.
+	// Authenticated exactly like Forward. FAILED_PRECONDITION: the caller
+	// is not a member, or is this node.
+	Pull(ctx context.Context, in *PullRequest, opts ...grpc.CallOption) (*PullResponse, error)
 }
 
 type transferClient struct {
@@ -85,6 +93,16 @@ func (c *transferClient) ForwardStream(ctx context.Context, opts ...grpc.CallOpt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Transfer_ForwardStreamClient = grpc.BidiStreamingClient[ForwardChunk, ForwardResponse]
 
+func (c *transferClient) Pull(ctx context.Context, in *PullRequest, opts ...grpc.CallOption) (*PullResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PullResponse)
+	err := c.cc.Invoke(ctx, Transfer_Pull_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransferServer is the server API for Transfer service.
 // All implementations must embed UnimplementedTransferServer
 // for forward compatibility.
@@ -99,6 +117,13 @@ type TransferServer interface {
 	// body) and the body's size, the later ones the body's bytes in order.
 	// The peer checks the head before reading the body; refusals as Forward.
 	ForwardStream(grpc.BidiStreamingServer[ForwardChunk, ForwardResponse]) error
+	// Pull asks the peer to hand its head (oldest waiting request that never
+	// moved; never one handed to its app) to the caller: the peer answers at
+	// once, found or not, and a found request follows on Forward from the
+	// peer (which still answers its client) carrying the same pull_id.
+	// Authenticated exactly like Forward. FAILED_PRECONDITION: the caller
+	// is not a member, or is this node.
+	Pull(context.Context, *PullRequest) (*PullResponse, error)
 	mustEmbedUnimplementedTransferServer()
 }
 
@@ -114,6 +139,9 @@ func (UnimplementedTransferServer) Forward(*ForwardRequest, grpc.ServerStreaming
 }
 func (UnimplementedTransferServer) ForwardStream(grpc.BidiStreamingServer[ForwardChunk, ForwardResponse]) error {
 	return status.Error(codes.Unimplemented, "method ForwardStream not implemented")
+}
+func (UnimplementedTransferServer) Pull(context.Context, *PullRequest) (*PullResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Pull not implemented")
 }
 func (UnimplementedTransferServer) mustEmbedUnimplementedTransferServer() {}
 func (UnimplementedTransferServer) testEmbeddedByValue()                  {}
@@ -154,13 +182,36 @@ func _Transfer_ForwardStream_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Transfer_ForwardStreamServer = grpc.BidiStreamingServer[ForwardChunk, ForwardResponse]
 
+func _Transfer_Pull_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PullRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransferServer).Pull(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transfer_Pull_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransferServer).Pull(ctx, req.(*PullRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Transfer_ServiceDesc is the grpc.ServiceDesc for Transfer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Transfer_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "swd.v1.Transfer",
 	HandlerType: (*TransferServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Pull",
+			Handler:    _Transfer_Pull_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Forward",

@@ -62,7 +62,8 @@ func run(n int, dur time.Duration, binDir string, scale float64, placement strin
 	capacity := float64(n) * 1000 / spec.MeanServiceMs()
 	fmt.Printf("transfers per request: %d nodes (m=1), standard workload x%.2g (mean %.0f ms), capacity %.0f req/s, %s per run, --placement %s\n\n",
 		n, scale, spec.MeanServiceMs(), capacity, dur, placement)
-	fmt.Printf("%-9s %5s %9s %9s %10s %10s %9s %9s\n", "policy", "load", "requests", "transfers", "per req", "sim", "mean ms", "p99 ms")
+	fmt.Printf("%-9s %5s %9s %9s %10s %10s %9s %9s %9s %9s\n", "policy", "load", "requests", "transfers", "per req", "sim", "mean ms", "p99 ms",
+		"pulls/req", "miss/req")
 	for _, pol := range policies {
 		ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := clients[0].SetPolicy(ctx2, &swdv1.SetPolicyRequest{Name: pol, Cluster: true})
@@ -72,7 +73,7 @@ func run(n int, dur time.Duration, binDir string, scale float64, placement strin
 		}
 		for _, load := range []float64{0.5, 0.9} {
 			time.Sleep(time.Second)
-			before, err := transfers(ctx, clients)
+			before, pb, err := transfers(ctx, clients)
 			if err != nil {
 				return err
 			}
@@ -84,7 +85,7 @@ func run(n int, dur time.Duration, binDir string, scale float64, placement strin
 				return err
 			}
 			time.Sleep(500 * time.Millisecond) // let the last answers land
-			after, err := transfers(ctx, clients)
+			after, pa, err := transfers(ctx, clients)
 			if err != nil {
 				return err
 			}
@@ -95,28 +96,42 @@ func run(n int, dur time.Duration, binDir string, scale float64, placement strin
 			if err != nil {
 				return err
 			}
-			fmt.Printf("%-9s %4.0f%% %9d %9d %10.3f %10.3f %9.1f %9.1f\n", pol, load*100, res.Sent, after-before,
-				float64(after-before)/float64(res.Sent), sr.TransfersPerRequest, res.Row.MeanMs, res.Row.P99Ms)
+			fmt.Printf("%-9s %4.0f%% %9d %9d %10.3f %10.3f %9.1f %9.1f %9.3f %9.3f\n", pol, load*100, res.Sent, after-before,
+				float64(after-before)/float64(res.Sent), sr.TransfersPerRequest, res.Row.MeanMs, res.Row.P99Ms,
+				float64(pa.calls-pb.calls)/float64(res.Sent), float64(pa.misses-pb.misses)/float64(res.Sent))
 		}
 	}
 	return nil
 }
 
-// transfers sums successful outgoing transfers over every node.
-func transfers(ctx context.Context, clients []swdv1.ControlClient) (uint64, error) {
+// pullCount is the Transfer.Pull calls the nodes made (steal), and how
+// many of them missed.
+type pullCount struct{ calls, misses uint64 }
+
+// transfers sums successful outgoing transfers (pushes and pulled
+// requests alike: both leave their origin on Forward) and pull calls over
+// every node.
+func transfers(ctx context.Context, clients []swdv1.ControlClient) (uint64, pullCount, error) {
 	var total uint64
+	var pc pullCount
 	for _, cl := range clients {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		s, err := cl.Status(cctx, &swdv1.StatusRequest{})
 		cancel()
 		if err != nil {
-			return 0, err
+			return 0, pc, err
 		}
 		for k, v := range s.GetCounters() {
-			if strings.HasPrefix(k, "transfers/out/ok/") {
+			switch {
+			case strings.HasPrefix(k, "transfers/out/ok/"):
 				total += v
+			case strings.HasPrefix(k, "pulls/"):
+				pc.calls += v
+				if k == "pulls/miss" {
+					pc.misses += v
+				}
 			}
 		}
 	}
-	return total, nil
+	return total, pc, nil
 }
