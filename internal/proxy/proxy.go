@@ -505,9 +505,13 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 	p := &pending{id: in.ID, r: r, arrival: in.Arrival, hops: in.Hops, in: &in}
 	defer h.free(&p.held)
 	if in.Streamed {
-		if err := h.receiveTransferred(r, p); err != nil {
+		if err := h.receiveTransferred(r, p, in); err != nil {
 			h.m.TransferIn(in.From, metrics.TransferRefused)
-			return err
+			h.releaseRefusedPull(in)
+			// The body never arrived whole, so nothing ran: whatever broke
+			// it (the sender gone, a stall, a size mismatch, a budget),
+			// the sender still has the request and may serve it.
+			return errors.Join(swderr.ErrRefused, err)
 		}
 	} else if r.ContentLength > 0 {
 		body, _ := io.ReadAll(r.Body) // an in-memory reader
@@ -532,10 +536,12 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 	peer := in.From
 	if h.appReady != nil && !h.appReady() {
 		h.m.TransferIn(peer, metrics.TransferRefused)
+		h.releaseRefusedPull(in)
 		return fmt.Errorf("%w: refusing a transfer", swderr.ErrAppUnavailable)
 	}
 	if err := h.admitTransferred(t, r, in); err != nil {
 		h.m.TransferIn(peer, metrics.TransferRefused)
+		h.releaseRefusedPull(in)
 		return err
 	}
 	reportAdmitted(w)
@@ -554,7 +560,7 @@ func (h *Handler) ServeTransferred(w http.ResponseWriter, r *http.Request, in tr
 // MaxTransferBody, spool beyond, under the same budgets), after the checks
 // that need no body: a request this node would refuse anyway is refused
 // before its body crosses the network.
-func (h *Handler) receiveTransferred(r *http.Request, p *pending) error {
+func (h *Handler) receiveTransferred(r *http.Request, p *pending, in transfer.Inbound) error {
 	switch {
 	case h.appReady != nil && !h.appReady():
 		return fmt.Errorf("%w: refusing a transfer", swderr.ErrAppUnavailable)
@@ -565,8 +571,12 @@ func (h *Handler) receiveTransferred(r *http.Request, p *pending) error {
 		// still serve it itself, so this is a refusal.
 		return fmt.Errorf("%w: a body of %d bytes, at most %d here (--max-body)", swderr.ErrBufferFull, r.ContentLength, h.cfg.MaxBody)
 	}
-	if err := h.overloaded(); err != nil {
-		return err
+	if h.heldFor(in) == nil {
+		// A request answering one of this node's pulls goes into the slot
+		// held for it: no early-reject check (as admitTransferred).
+		if err := h.overloaded(); err != nil {
+			return err
+		}
 	}
 	if r.ContentLength == 0 {
 		// Nothing to hold, but the body must end where it was announced to.
@@ -843,8 +853,16 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 // nothing (there is nobody to answer).
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, p *pending, err error, start time.Time) {
 	outcome := metrics.OutcomeRejected
+	gone := errors.Is(err, swderr.ErrClientGone) || errors.Is(err, context.Canceled)
+	if gone && r.Context().Err() == nil {
+		// Not this client: a cancellation from elsewhere (a peer's call
+		// ended) while the client still waits for an answer. It may have
+		// started: answer 502, never nothing.
+		err = fmt.Errorf("%w: %v", swderr.ErrMaybeStarted, err)
+		gone = false
+	}
 	switch {
-	case errors.Is(err, swderr.ErrClientGone), errors.Is(err, context.Canceled):
+	case gone:
 		h.m.ObserveRequest(metrics.OutcomeClientGone, time.Since(start))
 		return
 	case errors.Is(err, swderr.ErrQueueTimeout):

@@ -40,13 +40,29 @@ func (h *Handler) HandHead(peer string, pullID uint64) (string, bool) {
 // its pull when it answers one of this node's pulls that still holds one
 // (no early-reject check: it is served at once), else like any request.
 func (h *Handler) admitTransferred(t *queue.Ticket, r *http.Request, in transfer.Inbound) error {
-	if in.PullID != 0 && h.pullHold != nil {
-		if hold := h.pullHold(in.PullID); hold != nil {
-			return h.q.PushHeld(t, hold)
-		}
+	if hold := h.heldFor(in); hold != nil {
+		return h.q.PushHeld(t, hold)
 	}
 	if err := h.overloaded(); err != nil {
 		return err
 	}
 	return h.push(t, r)
+}
+
+// heldFor returns the slot held for the pull a transferred request
+// answers, while that pull still holds one; else nil.
+func (h *Handler) heldFor(in transfer.Inbound) *queue.Hold {
+	if in.PullID == 0 || h.pullHold == nil {
+		return nil
+	}
+	return h.pullHold(in.PullID)
+}
+
+// releaseRefusedPull frees at once the slot held for the pull a refused
+// transferred request answered, so the requests waiting here get it
+// instead of it idling until the pull gives up.
+func (h *Handler) releaseRefusedPull(in transfer.Inbound) {
+	if hold := h.heldFor(in); hold != nil {
+		hold.Release()
+	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/swd-project/swd/internal/queue"
+	"github.com/swd-project/swd/internal/swderr"
 	"github.com/swd-project/swd/internal/transfer"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
@@ -383,4 +385,78 @@ func TestServeTransferredNeverPanics(t *testing.T) {
 	}
 	nb.app.releaseAll()
 	require.NoError(t, await(t, holder).err)
+}
+
+// canceledPeer is a Transfer service whose calls end Canceled before any
+// answer, as a peer whose own call was cut does.
+type canceledPeer struct {
+	swdv1.UnimplementedTransferServer
+}
+
+func (canceledPeer) Forward(*swdv1.ForwardRequest, swdv1.Transfer_ForwardServer) error {
+	return status.Error(codes.Canceled, "peer's call canceled")
+}
+
+// TestTransferCanceledByPeerAnswers502: a POST whose transfer a peer ended
+// with Canceled (it may have started it) gets a 502 while its client still
+// waits: never the empty 200 of a handler that wrote nothing, which is what
+// a cancellation taken for "client gone" used to give.
+func TestTransferCanceledByPeerAnswers502(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer()
+	swdv1.RegisterTransferServer(gs, canceledPeer{})
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+
+	na := newNode(t, "node-a", nodeOpts{peers: peerMap{"node-c": ln.Addr().String()}})
+	c := newHTTPClient(t)
+	holder := hold(t, c, na, "holder")
+	x := goDo(c, newReq(t, context.Background(), http.MethodPost, na.front.URL, "/", "x", strings.NewReader("payload")))
+	eventually(t, func() bool { return na.q.Waiting() == 1 }, "x never queued")
+	require.Equal(t, 1, na.q.HandOff(1, "node-c"))
+	res := await(t, x)
+	require.NoError(t, res.err)
+	assert.Equal(t, http.StatusBadGateway, res.resp.StatusCode, "body %q", res.body)
+	na.app.releaseAll()
+	require.NoError(t, await(t, holder).err)
+	assert.Zero(t, na.app.count("x"), "a POST that may have started elsewhere is not run again")
+}
+
+// errBody fails on its first read, as a ForwardStream body whose sender's
+// call broke does.
+type errBody struct{ err error }
+
+func (b errBody) Read([]byte) (int, error) { return 0, b.err }
+func (errBody) Close() error               { return nil }
+
+// TestStreamedBodyFailureIsRefusal: a streamed transfer whose body never
+// arrived whole was not run, whatever broke it, so ServeTransferred refuses
+// it (the sender keeps the request), mapped to a refusal code.
+func TestStreamedBodyFailureIsRefusal(t *testing.T) {
+	nb := newNode(t, "node-b", nodeOpts{})
+	cases := []struct {
+		name string
+		err  error
+	}{
+		// The sender's call was cut mid-body.
+		{"sender gone", fmt.Errorf("%w: recv: %w", swderr.ErrClientGone, context.Canceled)},
+		// The sender stopped sending (--body-idle-timeout).
+		{"stall", swderr.ErrBodyTimeout},
+		// Fewer bytes than announced.
+		{"short", fmt.Errorf("%w: short body", swderr.ErrBadRequest)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := transfer.ToMessage(transfer.Outbound{ID: "x", Request: httptest.NewRequest(http.MethodPost, "/", nil), Arrival: time.Now(), From: "node-a"})
+			r, in, err := transfer.FromMessage(context.Background(), m)
+			require.NoError(t, err)
+			in.Streamed = true
+			r.Body, r.ContentLength = errBody{tc.err}, 10<<20
+			err = nb.h.ServeTransferred(httptest.NewRecorder(), r, in)
+			require.Error(t, err)
+			assert.True(t, swderr.IsRefusal(swderr.ToGRPC(err)), "not a refusal: %v", err)
+			assert.Zero(t, nb.app.count("x"))
+		})
+	}
 }
