@@ -610,12 +610,14 @@ func (n *Node) Start() error {
 	n.httpSrv = n.newHTTPServer(handler)
 	n.adminSrv = &http.Server{Handler: n.adminMux(), ReadHeaderTimeout: 5 * time.Second}
 
+	if n.cfg.Role == cluster.RoleNode {
+		// Before serving: a transfer answering a pull reads the handler's
+		// pull holds (SetPullHolds).
+		n.startPulling()
+	}
 	go func() { n.serveErr <- ignoreClosed(n.grpcSrv.Serve(n.grpcLn)) }()
 	go func() { n.serveErr <- ignoreClosed(n.adminSrv.Serve(n.adminLn)) }()
 	go func() { n.serveErr <- ignoreClosed(n.httpSrv.Serve(n.httpLn)) }()
-	if n.cfg.Role == cluster.RoleNode {
-		n.startPulling()
-	}
 	n.runnerStarted.Store(true)
 	go n.runPolicy()
 	go n.runFlows()

@@ -121,6 +121,8 @@ func (a *testApp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		_, _ = io.WriteString(w, "second")
 		return
+	case "/session":
+		http.SetCookie(w, &http.Cookie{Name: "SID", Value: "s-" + id})
 	case "/cut":
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, "partial")
@@ -163,6 +165,8 @@ type nodeOpts struct {
 	queue queue.Config
 	cfg   func(c *Config)
 	peers Peers
+	// admitter, when set, is installed before the node serves.
+	admitter Admitter
 }
 
 // testQueue is a queue config with m=1, room to wait, and a timeout that
@@ -194,6 +198,9 @@ func newNode(t *testing.T, name string, o nodeOpts) *node {
 	}
 	n.h, err = New(cfg, n.q, fwd, o.peers, nil)
 	require.NoError(t, err)
+	if o.admitter != nil {
+		n.h.SetAdmitter(o.admitter)
+	}
 	n.front = httptest.NewServer(n.h)
 	t.Cleanup(n.front.Close)
 

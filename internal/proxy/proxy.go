@@ -819,6 +819,11 @@ func (h *Handler) transferOut(ctx context.Context, w http.ResponseWriter, r *htt
 	if h.onTransfer != nil {
 		h.onTransfer(peer, transferHealth(res, ferr))
 	}
+	if res.HeadWritten && h.admitter != nil {
+		// The peer's app answered this node's client: the admitter learns
+		// the session cookies it set, as for the local app's answers.
+		h.admitter.Observe(&http.Response{Header: w.Header()})
+	}
 	o := classifyForward(res, ferr, ctx.Err() != nil, slices.Contains(h.cfg.IdempotentMethods, r.Method))
 	h.m.TransferOut(peer, o.transfer, time.Since(start))
 	h.observeTransferOut(peer, p, o.transfer, res, start)
