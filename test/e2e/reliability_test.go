@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -235,11 +238,19 @@ func TestOverloadKeepsGoodput(t *testing.T) {
 				at1.goodput(dur), at5.goodput(dur), 100*at5.goodput(dur)/at1.goodput(dur), at1, at5)
 			for _, o := range []offered{at1, at5} {
 				assert.Zero(t, o.other, "answers other than 200 and 503")
-				// Collapse is the apps' work going to answers that come too
-				// late: without shedding (--early-reject=false
-				// --queue-timeout=3s) most 200s miss the deadline.
-				assert.GreaterOrEqual(t, float64(o.good), 0.9*float64(o.ok),
-					"congestion collapse under %s: %d of the %d requests the apps served were answered after %s", pol, o.ok-o.good, o.ok, deadline)
+			}
+			// Collapse is the apps' work going to requests that waited past
+			// the point of use: without shedding (--early-reject=false
+			// --queue-timeout=3s) requests wait up to 3 s at 5x. With it no
+			// request is handed to an app after waiting more than the queue
+			// timeout: none in swd_queue_wait_seconds above the first bucket
+			// bound of at least 2 x 500 ms (1.66 s), on any node. This is the
+			// nodes' own account, not the test client's clock, which a busy
+			// machine delays (how many answers came within 1.5 s is logged
+			// above and measured by make bench-goodput).
+			for _, nd := range c.Info.Nodes {
+				late, total := queueWaitsAbove(t, nd.Admin, time.Second)
+				assert.Zero(t, late, "congestion collapse under %s: %s handed %d of %d requests to its app after waiting over 1.66 s", pol, nd.Name, late, total)
 			}
 			assert.Positive(t, at5.rejected, "the excess over capacity is answered 503")
 			assert.Positive(t, at5.good, "requests are still served at 5x")
@@ -306,4 +317,38 @@ func offer(t *testing.T, c *localcluster.Cluster, rate int, dur time.Duration, m
 	wg.Wait()
 	require.EqualValues(t, n, answered.Load(), "some requests got no answer")
 	return offered{sent: int64(n), ok: ok.Load(), good: good.Load(), rejected: rejected.Load(), other: other.Load()}
+}
+
+// queueWaitsAbove reads a node's swd_queue_wait_seconds histogram on its
+// admin /metrics: how many requests waited longer than the first bucket
+// bound at or above min, and how many were observed in all.
+func queueWaitsAbove(t *testing.T, admin string, atLeast time.Duration) (above, total uint64) {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	bound, below := math.Inf(1), uint64(0)
+	for _, line := range strings.Split(string(body), "\n") {
+		name, rest, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(rest), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case name == "swd_queue_wait_seconds_count":
+			total = n
+		case strings.HasPrefix(name, `swd_queue_wait_seconds_bucket{le="`):
+			le, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(name, `swd_queue_wait_seconds_bucket{le="`), `"}`), 64)
+			if err == nil && le >= atLeast.Seconds() && le < bound {
+				bound, below = le, n
+			}
+		}
+	}
+	require.False(t, math.IsInf(bound, 1), "no swd_queue_wait_seconds bucket at or above %s on %s", atLeast, admin)
+	return total - below, total
 }
