@@ -154,7 +154,7 @@ func (n *Node) startPulls(onGossip bool) {
 			h.Release()
 			return
 		}
-		ids := p.Puller.Pull(v, seed)
+		ids := p.Puller.Pull(n.pullView(v), seed)
 		if len(ids) == 0 {
 			h.Release()
 			return
@@ -183,12 +183,32 @@ func (n *Node) overtake(h *queue.Hold) {
 		h.Release()
 		return
 	}
-	ids := p.Puller.Pull(v, rand.Uint64())
+	ids := p.Puller.Pull(n.pullView(v), rand.Uint64())
 	if len(ids) == 0 {
 		h.Release()
 		return
 	}
 	n.startPull(h, v, ids)
+}
+
+// pullView is the view the Puller reads: under --load-index work, each
+// head's age grows by its node's predicted work (policy.WorkPullView), so
+// a free slot pulls from the node whose head would otherwise wait longest
+// behind heavy requests, as in the simulator.
+func (n *Node) pullView(v policy.View) policy.View {
+	var index policy.LoadIndex
+	if n.cost != nil {
+		index = n.cost.index
+	}
+	return pullViewFor(index, v)
+}
+
+// pullViewFor is pullView for a given load index.
+func pullViewFor(index policy.LoadIndex, v policy.View) policy.View {
+	if index != policy.IndexWork {
+		return v
+	}
+	return policy.WorkPullView(v)
 }
 
 // startPull registers a pull into hold h asking the peers ids of v (at

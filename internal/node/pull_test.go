@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/swd-project/swd/internal/metrics"
+	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/queue"
 )
 
@@ -118,6 +119,38 @@ func TestPullJob(t *testing.T) {
 			assert.Equal(t, queue.Granted, o.Kind)
 			q.Done(local)
 			assert.Zero(t, q.Load())
+		})
+	}
+}
+
+// The Puller reads head ages as they are under --load-index count, and
+// grown by each node's predicted work under work (policy.WorkPullView), as
+// the simulator's steal does on the work index.
+func TestPullViewFor(t *testing.T) {
+	v := policy.View{Self: 0, Nodes: []policy.NodeLoad{
+		{Load: 0, Concurrency: 1, Known: true}, // self: a free slot
+		{Load: 3, Concurrency: 1, Known: true, HeadAge: 50 * time.Millisecond, Work: 900 * time.Millisecond}, // heavy work behind its head
+		{Load: 3, Concurrency: 1, Known: true, HeadAge: 80 * time.Millisecond, Work: 30 * time.Millisecond},  // light work
+	}}
+	cases := []struct {
+		name  string
+		index policy.LoadIndex
+		heads []time.Duration // the head ages the Puller reads, by node
+	}{
+		// count: the gossiped ages as they are.
+		{"count", policy.IndexCount, []time.Duration{0, 50 * time.Millisecond, 80 * time.Millisecond}},
+		// work: each head's age plus its node's predicted work.
+		{"work", policy.IndexWork, []time.Duration{0, 950 * time.Millisecond, 110 * time.Millisecond}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := pullViewFor(tc.index, v)
+			var heads []time.Duration
+			for _, nl := range got.Nodes {
+				heads = append(heads, nl.HeadAge)
+			}
+			assert.Equal(t, tc.heads, heads)
+			assert.Equal(t, 50*time.Millisecond, v.Nodes[1].HeadAge, "the node's own view is not modified")
 		})
 	}
 }
