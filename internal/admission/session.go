@@ -49,10 +49,9 @@ type Gate struct {
 	nSample  int
 	known    sessions
 
-	intervalNs         atomic.Int64
-	queueLen           atomic.Int64
-	admitted, refused  atomic.Uint64
-	knownReqs, expired atomic.Uint64
+	intervalNs        atomic.Int64
+	queueLen          atomic.Int64
+	admitted, refused atomic.Uint64
 }
 
 type waiter struct {
