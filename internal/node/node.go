@@ -336,6 +336,8 @@ type Node struct {
 	flows *flow.Sampler
 	// pl is the node's pulls (pull.go); nil for a dispatcher.
 	pl *pulls
+	// pullsWired is set once startPulling wired the queue's triggers.
+	pullsWired atomic.Bool
 
 	pol      atomic.Pointer[policyState]
 	maxEpoch atomic.Int64 // highest epoch seen anywhere
@@ -824,6 +826,7 @@ func (n *Node) ApplyPolicy(name string, epoch int64, activation time.Duration) (
 		next := &policyState{p: p, epoch: epoch, activation: activation}
 		if n.pol.CompareAndSwap(cur, next) {
 			n.bumpEpoch(epoch)
+			n.syncOvertake()
 			n.m.SetPolicy(name, epoch)
 			n.log.Info("policy changed", "policy", name, "epoch", epoch, "activation_interval", activation.String())
 			select {

@@ -101,7 +101,8 @@ func (n *Node) startPulling() {
 	n.h.SetPullHolds(n.pl.hold)
 	n.q.OnIdleSlot(func() { poke(n.pl.freed) })
 	n.cl.OnHead(func() { poke(n.pl.gossip) })
-	n.q.SetOvertake(n.overtake)
+	n.pullsWired.Store(true)
+	n.syncOvertake()
 	n.q.OnHeadChange(func() { // head news: tell the peers now
 		if p, ok := n.pulling(); ok && p.Pull.GossipOnChange {
 			n.cl.SendNow()
@@ -164,6 +165,22 @@ func (n *Node) startPulls(onGossip bool) {
 			return // one pull per gossiped head
 		}
 	}
+}
+
+// syncOvertake registers overtake with the queue only while the policy in
+// force overtakes, so that under any other policy a completion with
+// requests waiting grants the next one directly (no hold, no extra lock).
+// A registration left stale by a concurrent switch is still correct:
+// overtake releases the hold when the policy does not overtake.
+func (n *Node) syncOvertake() {
+	if !n.pullsWired.Load() {
+		return // not pulling (a dispatcher, or before start)
+	}
+	if p, ok := n.pulling(); ok && p.Pull.Overtake {
+		n.q.SetOvertake(n.overtake)
+		return
+	}
+	n.q.SetOvertake(nil)
 }
 
 // overtake is the queue's overtake function (PullRules.Overtake): a slot
