@@ -53,6 +53,7 @@ var golden = map[string]family{
 	"swd_affinity_placements_total": {dto.MetricType_COUNTER, []string{"placement"}},
 	"swd_cohort_picks_total":        {dto.MetricType_COUNTER, []string{"class"}},
 	"swd_pulls_total":               {dto.MetricType_COUNTER, []string{"result"}},
+	"swd_pull_idle_seconds":         {dto.MetricType_HISTOGRAM, []string{"filled"}},
 	"swd_request_body_bytes":        {dto.MetricType_HISTOGRAM, []string{"edge"}},
 	"swd_response_body_bytes":       {dto.MetricType_HISTOGRAM, []string{"edge"}},
 	"swd_transfer_bytes_total":      {dto.MetricType_COUNTER, []string{"body", "direction", "peer"}},
@@ -115,6 +116,7 @@ var boundedValues = map[string]map[string][]string{
 	"swd_affinity_placements_total": {"placement": strs(metrics.Placements...)},
 	"swd_cohort_picks_total":        {"class": metrics.CohortClasses},
 	"swd_pulls_total":               {"result": strs(metrics.PullResults...)},
+	"swd_pull_idle_seconds":         {"filled": {"true", "false"}},
 	"swd_route_cost_seconds":        {"route": {"<route>"}},
 }
 
@@ -146,6 +148,7 @@ func exercised(t *testing.T) *metrics.Metrics {
 	})
 	m.Placed(metrics.PlacementSpilled)
 	m.Pulled(metrics.PullMiss)
+	m.PullIdle(2*time.Millisecond, true)
 	m.SetNodeInfo("node-0", "node", "test")
 	m.ObserveRequest(metrics.OutcomeLocal, 12*time.Millisecond)
 	m.ObserveRequest(metrics.OutcomeRemote, 30*time.Millisecond)

@@ -65,6 +65,8 @@ var reviewedInside = []string{
 	"peer", "unknownPeer", "node", "role", "version", "name", "strconv.FormatInt(epoch, 10)",
 	"string(e)", "string(d)", "string(c)", "string(b)", "p", "string(BodyRequest)", "string(BodyResponse)",
 	"string(ClassOf(bodyBytes))",
+	// swd_pull_idle_seconds/filled: a bool, so "true" or "false".
+	"strconv.FormatBool(filled)", `"true"`, `"false"`,
 }
 
 // walk parses every non-test Go file under internal/ and cmd/.

@@ -148,6 +148,7 @@ type Metrics struct {
 	nodeInfo         *prometheus.GaugeVec
 	placements       *prometheus.CounterVec
 	pulls            *prometheus.CounterVec
+	pullIdle         *prometheus.HistogramVec
 	flow             *flowFamilies
 }
 
@@ -194,6 +195,7 @@ func New(live Live) *Metrics {
 		}, []string{labelReason}),
 		placements: newPlacements(),
 		pulls:      newPulls(),
+		pullIdle:   newPullIdle(),
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		if f == nil {
@@ -212,7 +214,7 @@ func New(live Live) *Metrics {
 		&ageCollector{f: live.ViewAges},
 		gauge("swd_work_seconds", "Predicted work this node holds: its waiting requests' learnt costs plus the predicted rest of those in service (the work load index).", live.Work),
 		&routeCostCollector{f: live.RouteCosts},
-		m.placements, m.pulls, &cohortCollector{f: live.CohortPicks},
+		m.placements, m.pulls, m.pullIdle, &cohortCollector{f: live.CohortPicks},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

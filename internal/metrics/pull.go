@@ -1,6 +1,11 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // PullResult is the result of one Transfer.Pull this node made (policy
 // steal): swd_pulls_total's "result" label.
@@ -34,4 +39,24 @@ func newPulls() *prometheus.CounterVec {
 // Pulled counts one Transfer.Pull this node made.
 func (m *Metrics) Pulled(r PullResult) {
 	m.pulls.WithLabelValues(string(r)).Inc()
+}
+
+// newPullIdle is swd_pull_idle_seconds: how long an app slot held for a
+// pull stayed idle, by whether a pulled request ended up taking it.
+func newPullIdle() *prometheus.HistogramVec {
+	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "swd_pull_idle_seconds",
+		Help: "How long an app slot held for a pull (policy steal) stayed idle: from the hold to the pulled request taking it (filled=\"true\"), or to its release after the peers missed (filled=\"false\"). The pull's dead time.",
+		// 50 µs to 5 s: a pull on loopback takes about a millisecond.
+		Buckets: prometheus.ExponentialBucketsRange(0.00005, 5, 24),
+	}, []string{"filled"})
+	v.WithLabelValues("true")
+	v.WithLabelValues("false")
+	return v
+}
+
+// PullIdle observes how long a slot held for a pull stayed idle, and
+// whether a pulled request filled it.
+func (m *Metrics) PullIdle(d time.Duration, filled bool) {
+	m.pullIdle.WithLabelValues(strconv.FormatBool(filled)).Observe(d.Seconds())
 }

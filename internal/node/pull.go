@@ -236,15 +236,16 @@ func (n *Node) startPull(h *queue.Hold, v policy.View, ids []int) {
 		names = append(names, v.Nodes[id].Name)
 	}
 	id := n.pl.next.Add(1)
+	held := time.Now()
 	n.pl.mu.Lock()
 	n.pl.holds[id] = h
 	n.pl.mu.Unlock()
 	n.pl.inFlight.Add(1)
-	go n.pull(h, id, names)
+	go n.pull(h, id, names, held)
 }
 
 // pull runs one pull of this node's (see pullJob) and forgets it after.
-func (n *Node) pull(h *queue.Hold, id uint64, peers []string) {
+func (n *Node) pull(h *queue.Hold, id uint64, peers []string, held time.Time) {
 	defer func() {
 		n.pl.mu.Lock()
 		delete(n.pl.holds, id)
@@ -256,6 +257,7 @@ func (n *Node) pull(h *queue.Hold, id uint64, peers []string) {
 		addr: n.GRPCAddr, client: n.tc, record: n.m.Pulled,
 		arrive: arriveTimeout, stop: n.stopRun, log: n.log,
 	}.run()
+	n.m.PullIdle(time.Since(held), h.Used())
 }
 
 // pullClient is the Transfer.Pull call (transfer.Client).
