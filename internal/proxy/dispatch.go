@@ -229,9 +229,18 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		sent := time.Now()
 		tctx, cancel := context.WithTimeout(r.Context(), d.cfg.TransferTimeout)
-		res, err := d.fwd.Forward(tctx, b.GRPCAddr, msg, w)
+		// The node's slot is freed the moment its answer is whole (its
+		// app has finished), not once the client has taken the answer:
+		// under cq the next held request goes there at once.
+		released := false
+		res, err := d.fwd.ForwardThen(tctx, b.GRPCAddr, msg, w, func() {
+			released = true
+			d.release(b.Name)
+		})
 		cancel()
-		d.release(b.Name)
+		if !released {
+			d.release(b.Name)
+		}
 		if d.onTransfer != nil {
 			d.onTransfer(b.Name, transferHealth(res, err))
 		}

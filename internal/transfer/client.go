@@ -139,20 +139,31 @@ func (r Result) Complete() bool { return r.ContentLength >= 0 && r.BodyBytes == 
 // (joined with context errors when ctx ended). Errors after the head has
 // been written have Result.HeadWritten set.
 func (c *Client) Forward(ctx context.Context, addr string, msg *swdv1.ForwardRequest, w http.ResponseWriter) (Result, error) {
+	return c.ForwardThen(ctx, addr, msg, w, nil)
+}
+
+// ForwardThen is Forward with whole called once, in the calling
+// goroutine, as soon as the peer's answer is known to be whole: its last
+// body byte arrived (an answer with a Content-Length), or the stream
+// ended. It runs before that last part is written to w, so a dispatcher
+// frees the node's slot (whose app has finished, having sent its last
+// byte) without waiting for the client to take the answer or for the
+// stream's end (policy cq). It is not called when the call fails before
+// the answer is whole; the caller then acts on the error as for Forward.
+func (c *Client) ForwardThen(ctx context.Context, addr string, msg *swdv1.ForwardRequest, w http.ResponseWriter, whole func()) (Result, error) {
 	var res Result
 	cc, err := c.Conn(addr)
 	if err != nil {
 		return res, errors.Join(swderr.ErrRefused, swderr.ErrUnreachable, err)
 	}
 	if err := ready(ctx, cc); err != nil {
-		// Nothing was sent: the peer cannot have taken the request.
 		return res, errors.Join(swderr.ErrRefused, swderr.ErrUnreachable, fmt.Errorf("peer %s: %w", addr, err))
 	}
 	stream, err := swdv1.NewTransferClient(cc).Forward(ctx, msg)
 	if err != nil {
 		return res, classify(ctx, nil, err)
 	}
-	return c.answer(ctx, stream, w)
+	return c.answer(ctx, stream, w, whole)
 }
 
 // answerStream is the receiving side of Forward and ForwardStream.
@@ -162,9 +173,16 @@ type answerStream interface {
 	Trailer() metadata.MD
 }
 
-// answer copies a call's streamed answer to w (see Forward for the errors).
-func (c *Client) answer(ctx context.Context, stream answerStream, w http.ResponseWriter) (Result, error) {
+// answer copies a call's streamed answer to w (see Forward for the errors),
+// calling whole, if not nil, once the answer is known whole (ForwardThen).
+func (c *Client) answer(ctx context.Context, stream answerStream, w http.ResponseWriter, whole func()) (Result, error) {
 	var res Result
+	isWhole := func() {
+		if whole != nil {
+			whole()
+			whole = nil
+		}
+	}
 	if md, err := stream.Header(); err == nil && len(md.Get(AdmittedKey)) > 0 {
 		res.Admitted = time.Now()
 	}
@@ -198,6 +216,7 @@ func (c *Client) answer(ctx context.Context, stream answerStream, w http.Respons
 	for {
 		part, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
+			isWhole()
 			return res, nil
 		}
 		if err != nil {
@@ -210,6 +229,9 @@ func (c *Client) answer(ctx context.Context, stream answerStream, w http.Respons
 		}
 		switch p := part.GetPart().(type) {
 		case *swdv1.ForwardResponse_BodyChunk:
+			if res.ContentLength >= 0 && res.BodyBytes+int64(len(p.BodyChunk)) >= res.ContentLength {
+				isWhole() // the last byte: the peer's app has finished
+			}
 			n, werr := w.Write(p.BodyChunk)
 			res.BodyBytes += int64(n)
 			if werr != nil {

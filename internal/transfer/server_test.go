@@ -727,3 +727,75 @@ func TestForwardReportsAdmission(t *testing.T) {
 		})
 	}
 }
+
+// TestForwardThenWhole: ForwardThen calls whole once, as soon as the
+// answer is known whole: at its last byte when a Content-Length is
+// declared (before the stream ends: the backend below waits for whole
+// before returning), at the stream's end otherwise, and never for an
+// answer cut off before it was whole.
+func TestForwardThenWhole(t *testing.T) {
+	body := bytes.Repeat([]byte("w"), 2*testChunk+5)
+	tests := []struct {
+		name string
+		// declare sets a Content-Length (the body's, or more than is sent)
+		declare int
+		// waitWhole makes the backend wait for whole before returning
+		waitWhole bool
+		// cut cancels the call once the head arrived
+		cut bool
+		// wantWhole: whole was called; wantBefore: that many bytes had
+		// reached the client when it was
+		wantWhole  bool
+		wantBefore int
+	}{
+		// the last byte: before it is written, before the stream's end
+		{"content length", len(body), true, false, true, 2 * testChunk},
+		// no length: only the stream's end tells
+		{"no content length", 0, false, false, true, len(body)},
+		// cut before the declared length arrived: never whole
+		{"cut short", len(body) + 10, false, true, false, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			released := make(chan struct{})
+			addr, _ := startServer(t, backendFunc(func(w http.ResponseWriter, r *http.Request, _ transfer.Inbound) error {
+				if tc.declare > 0 {
+					w.Header().Set("Content-Length", fmt.Sprint(tc.declare))
+				}
+				_, _ = w.Write(body)
+				if tc.waitWhole || tc.cut {
+					select {
+					case <-released:
+					case <-r.Context().Done():
+						return r.Context().Err()
+					}
+				}
+				return nil
+			}), members{"node-a": true})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			rec := newRecorder()
+			if tc.cut {
+				go func() {
+					<-rec.headCh
+					cancel()
+				}()
+			}
+			calls, before := 0, -1
+			_, err := newClient(t).ForwardThen(ctx, addr, outbound(http.MethodGet, "/", nil), rec, func() {
+				calls++
+				before = rec.Body.Len()
+				close(released)
+			})
+			if !tc.wantWhole {
+				require.Error(t, err)
+				assert.Zero(t, calls, "an answer cut off is never whole")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, 1, calls)
+			assert.Equal(t, tc.wantBefore, before)
+			assert.Equal(t, body, rec.Body.Bytes())
+		})
+	}
+}

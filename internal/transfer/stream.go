@@ -200,7 +200,7 @@ func (c *Client) ForwardStream(ctx context.Context, addr string, msg *swdv1.Forw
 		cancel()
 		return res, errors.Join(swderr.ErrRefused, err)
 	}
-	res, err = c.answer(ctx, stream, w)
+	res, err = c.answer(ctx, stream, w, nil)
 	if st, ok := status.FromError(err); ok && !res.HeadWritten && st.Code() == codes.Unimplemented {
 		return res, errors.Join(swderr.ErrRefused, err)
 	}
