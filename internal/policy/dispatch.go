@@ -73,6 +73,59 @@ func FreeSlot(d DispatchView) int {
 	return best
 }
 
+// CQAhead is the registered cq's lookahead (FreeSlotAhead): a request
+// goes ahead to a busy node once at least CQAhead requests per up node
+// wait in the dispatcher's FIFO. docs/sim.md ("cq: sending ahead") shows
+// how it was chosen.
+const CQAhead = 2
+
+// FreeSlotAhead returns cq's Holder. It places the FIFO's head on
+// FreeSlot's node when one has a free slot. Otherwise, when the FIFO is
+// deep (at least ahead requests per up node wait, DispatchView.Held), it
+// sends the head ahead: to the up node with the fewest outstanding
+// requests among those below twice their m (at most one request waits at
+// a node per slot), ties to the first at or after Seq mod n. Else -1:
+// keep holding.
+//
+// Why: a slot that frees stays idle for the round trip of its node's
+// answer to the dispatcher and of the next request back (two hops between
+// processes, milliseconds on a loaded machine, against microseconds inside
+// one HAProxy). Near saturation that dead time costs capacity. A request
+// waiting at the node starts the moment the slot frees; the price is that
+// it may wait behind a long request while another slot frees first, which
+// is why it happens only when the FIFO is deep: then its head would wait
+// anyway. ahead 0 never sends ahead (FreeSlot alone, HAProxy's maxconn
+// queue exactly).
+func FreeSlotAhead(ahead int) HolderFunc {
+	return func(d DispatchView) int {
+		if i := FreeSlot(d); i >= 0 || ahead <= 0 {
+			return i
+		}
+		n := len(d.Outstanding)
+		up := 0
+		for i := range n {
+			if d.up(i) {
+				up++
+			}
+		}
+		if up == 0 || d.Held < ahead*up {
+			return -1
+		}
+		start := int(d.Seq % uint64(n))
+		best := -1
+		for k := range n {
+			i := (start + k) % n
+			if !d.up(i) || d.Outstanding[i] >= 2*d.slots(i) {
+				continue
+			}
+			if best < 0 || d.Outstanding[i] < d.Outstanding[best] {
+				best = i
+			}
+		}
+		return best
+	}
+}
+
 // FreeSlotOrLeast is cq's Picker, what a dispatcher that cannot hold
 // arrivals does with cq: FreeSlot's node when one has a free slot, else
 // LeastOutstanding's (ct).

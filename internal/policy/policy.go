@@ -151,6 +151,10 @@ type DispatchView struct {
 	// (from the node's gossiped entry). nil, a missing entry or a value
 	// below 1 counts as 1. Only Holders (cq) read it.
 	Concurrency []int
+	// Held is how many requests wait in a holding dispatcher's FIFO, the
+	// one being placed included (0 for a Picker's arrival). Only Holders
+	// (cq) read it.
+	Held int
 }
 
 func (d DispatchView) up(i int) bool { return d.Up == nil || (i < len(d.Up) && d.Up[i]) }
@@ -366,8 +370,8 @@ func init() {
 	Register(Policy{Name: "ll", Kind: KindTransfer, Planner: PlannerFunc(LeastLoaded), Description: "move fewer than half the difference to the least-loaded node"})
 	Register(Policy{Name: "nu", Kind: KindTransfer, Planner: PlannerFunc(NearestUnderloaded), Description: "Nearest Underloaded: push excess over the mean to the nearest underloaded nodes on the ring"})
 	Register(Policy{Name: "nu-exact", Kind: KindTransfer, Planner: PlannerFunc(NearestUnderloadedExact), Description: "Nearest Underloaded with integer quotas: one simultaneous round balances an exact view"})
-	Register(Policy{Name: "cq", Kind: KindDispatch, Picker: PickerFunc(FreeSlotOrLeast), Holder: HolderFunc(FreeSlot),
-		Description: "dispatcher holds arrivals in one FIFO and sends the head to a node the moment it has a free slot (its m, counted exactly)"})
+	Register(Policy{Name: "cq", Kind: KindDispatch, Picker: PickerFunc(FreeSlotOrLeast), Holder: FreeSlotAhead(CQAhead),
+		Description: "dispatcher holds arrivals in one FIFO and sends the head to a node the moment it has a free slot (its m, counted exactly); with a deep FIFO, one request per slot waits ahead at the nodes"})
 	steal, err := NewSteal(DefaultStealConfig())
 	if err != nil {
 		panic(err) // the defaults are compiled in

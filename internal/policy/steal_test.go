@@ -418,8 +418,94 @@ func TestFreeSlotTable(t *testing.T) {
 			assert.Equal(t, tc.want, policy.FreeSlot(tc.view))
 			p, err := policy.Lookup("cq")
 			require.NoError(t, err)
-			assert.Equal(t, tc.want, p.Holder.Place(tc.view), "cq's Holder is FreeSlot")
+			assert.Equal(t, tc.want, p.Holder.Place(tc.view), "with nothing held, cq's Holder is FreeSlot")
 		})
+	}
+}
+
+func TestFreeSlotAheadTable(t *testing.T) {
+	busy := []int{1, 1, 1, 1}
+	cases := []struct {
+		name  string
+		ahead int
+		view  policy.DispatchView
+		want  int
+	}{
+		// A free slot always wins, however deep the FIFO.
+		{"free slot first", 2, policy.DispatchView{Outstanding: []int{1, 0, 1, 1}, Held: 100}, 1},
+		// Every slot busy, 7 held of the 8 (2 per node) needed: hold.
+		{"shallow FIFO holds", 2, policy.DispatchView{Outstanding: busy, Held: 7}, -1},
+		// 8 held: ahead to the first busy node at seq mod n.
+		{"deep FIFO goes ahead", 2, policy.DispatchView{Outstanding: busy, Held: 8, Seq: 6}, 2},
+		// Ahead to the fewest outstanding: node 3 has nobody waiting yet.
+		{"fewest outstanding", 2, policy.DispatchView{Outstanding: []int{2, 2, 2, 1}, Held: 8}, 3},
+		// Every node has one waiting per slot already (2 × m): hold.
+		{"one ahead per slot at most", 2, policy.DispatchView{Outstanding: []int{2, 2, 2, 2}, Held: 100}, -1},
+		// m = 2: a node with 3 outstanding still has room for one more ahead.
+		{"per slot with m 2", 2, policy.DispatchView{Outstanding: []int{4, 3}, Concurrency: []int{2, 2}, Held: 4}, 1},
+		// Down nodes neither count toward the depth nor receive: 2 up, 4 held is deep.
+		{"down nodes skipped", 2, policy.DispatchView{Outstanding: busy, Up: []bool{false, true, false, true}, Held: 4, Seq: 0}, 1},
+		// ahead 0: FreeSlot exactly (HAProxy's maxconn queue).
+		{"ahead off", 0, policy.DispatchView{Outstanding: busy, Held: 1000}, -1},
+		// Nobody up.
+		{"nobody up", 2, policy.DispatchView{Outstanding: []int{1}, Up: []bool{false}, Held: 10}, -1},
+		// No nodes.
+		{"empty", 2, policy.DispatchView{Held: 10}, -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, policy.FreeSlotAhead(tc.ahead)(tc.view))
+		})
+	}
+	p, err := policy.Lookup("cq")
+	require.NoError(t, err)
+	assert.Equal(t, 2, p.Holder.Place(policy.DispatchView{Outstanding: busy, Held: 4 * policy.CQAhead, Seq: 2}), "the registered cq sends ahead at CQAhead per node")
+	assert.Equal(t, -1, p.Holder.Place(policy.DispatchView{Outstanding: busy, Held: 4*policy.CQAhead - 1}), "and not below")
+}
+
+// TestFreeSlotAheadBounds: a dispatcher placing with FreeSlotAhead never
+// has more than 2m outstanding on a node (one waiting ahead per slot),
+// and a request goes to a node with no free slot only when no node has
+// one and the FIFO is deep (ahead per node).
+func TestFreeSlotAheadBounds(t *testing.T) {
+	r := newRand(23)
+	for it := range 2000 {
+		n := 1 + r.IntN(8)
+		ahead := r.IntN(4)
+		out := make([]int, n)
+		conc := make([]int, n)
+		for i := range conc {
+			conc[i] = 1 + r.IntN(3)
+		}
+		held := 0
+		for step := range 80 {
+			if r.IntN(2) == 0 {
+				held += 1 + r.IntN(3) // arrivals join the FIFO
+			} else if i := r.IntN(n); out[i] > 0 {
+				out[i]-- // a random node completes one
+			}
+			for held > 0 {
+				d := policy.DispatchView{Outstanding: out, Concurrency: conc, Seq: uint64(step), Held: held}
+				i := policy.FreeSlotAhead(ahead)(d)
+				if i < 0 {
+					break
+				}
+				free := false
+				for j := range out {
+					free = free || out[j] < conc[j]
+				}
+				if out[i] >= conc[i] {
+					require.False(t, free, "iteration %d: sent ahead while a slot was free", it)
+					require.Positive(t, ahead, "iteration %d: sent ahead with ahead off", it)
+					require.GreaterOrEqual(t, held, ahead*n, "iteration %d: sent ahead with a shallow FIFO", it)
+				}
+				out[i]++
+				held--
+			}
+			for i := range out {
+				require.LessOrEqual(t, out[i], 2*conc[i], "iteration %d: node %d beyond one ahead per slot", it, i)
+			}
+		}
 	}
 }
 

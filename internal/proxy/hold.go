@@ -23,8 +23,10 @@ import (
 //     holdRecheck while the FIFO is not empty, which is how a node coming
 //     up, a node's m changing and a policy switch are noticed. It asks the
 //     Holder for the head with exact outstanding counts (requests in flight
-//     included) and each node's m, sends the head to the node it names,
-//     counted there at once, and repeats until the Holder says -1.
+//     included), each node's m and the FIFO's depth (cq sends a request
+//     ahead to a busy node when the FIFO is deep: policy.FreeSlotAhead),
+//     sends the head to the node it names, counted there at once, and
+//     repeats until the Holder says -1.
 //   - A request leaves the FIFO placed, by its client going away, by its
 //     wait reaching the deadline (--queue-timeout from its arrival), or,
 //     when the policy no longer holds, handed to the Picker. Whichever
@@ -196,7 +198,7 @@ func (d *Dispatcher) placeLocked() {
 			d.settle(head, placement{how: placedNone})
 			continue
 		}
-		i := h.Place(policy.DispatchView{Outstanding: counts, Up: up, Seq: d.seq, Concurrency: conc})
+		i := h.Place(policy.DispatchView{Outstanding: counts, Up: up, Seq: d.seq, Concurrency: conc, Held: d.fifo.Len()})
 		if i < 0 || i >= len(bs) || !up[i] {
 			return
 		}

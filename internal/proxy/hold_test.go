@@ -70,7 +70,9 @@ func (c *countingNode) ServeTransferred(w http.ResponseWriter, r *http.Request, 
 }
 
 // holdRig is a dispatcher whose backends, their m and whether the policy
-// holds can change while it serves.
+// holds can change while it serves. It holds strictly (cq's Holder without
+// its lookahead: HAProxy's maxconn queue), which is what the mechanism
+// tests check; setHolder swaps in another Holder.
 type holdRig struct {
 	d     *Dispatcher
 	front *httptest.Server
@@ -78,11 +80,12 @@ type holdRig struct {
 	mu       sync.Mutex
 	backends []Backend
 	hold     bool
+	holder   policy.Holder
 }
 
 func newHoldRig(t *testing.T, backends []Backend, mutate func(*DispatcherConfig)) *holdRig {
 	t.Helper()
-	rig := &holdRig{backends: backends, hold: true}
+	rig := &holdRig{backends: backends, hold: true, holder: policy.FreeSlotAhead(0)}
 	fwd, err := transfer.NewClient(transfer.DefaultClientConfig())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = fwd.Close() })
@@ -112,7 +115,7 @@ func newHoldRig(t *testing.T, backends []Backend, mutate func(*DispatcherConfig)
 		rig.mu.Lock()
 		defer rig.mu.Unlock()
 		if rig.hold {
-			return cq.Holder
+			return rig.holder
 		}
 		return nil
 	})
@@ -125,6 +128,12 @@ func (rig *holdRig) setBackends(bs []Backend) {
 	rig.mu.Lock()
 	defer rig.mu.Unlock()
 	rig.backends = bs
+}
+
+func (rig *holdRig) setHolder(h policy.Holder) {
+	rig.mu.Lock()
+	defer rig.mu.Unlock()
+	rig.holder = h
 }
 
 func (rig *holdRig) setHold(on bool) {
@@ -257,6 +266,44 @@ func TestHoldFIFO(t *testing.T) {
 			next := ids[k+1]
 			eventually(t, func() bool { return n0.has(next) }, "%s not placed when %s completed", next, id)
 		}
+	}
+	eventually(t, func() bool { return len(rig.d.Outstanding()) == 0 }, "counts %v", rig.d.Outstanding())
+}
+
+// TestHoldAhead: the registered cq sends a request ahead to a busy node
+// once its FIFO is deep (policy.CQAhead per node: 2 here, one node), one
+// per slot at most: the dispatcher tells the Holder its FIFO's depth.
+func TestHoldAhead(t *testing.T) {
+	nodes, bs := gatedBackends(t, 1)
+	n0 := nodes[0]
+	rig := newHoldRig(t, bs, nil)
+	cq, err := policy.Lookup("cq")
+	require.NoError(t, err)
+	rig.setHolder(cq.Holder)
+	require.Equal(t, 2, policy.CQAhead, "the steps below assume a depth of 2 per node")
+	c := newHTTPClient(t)
+	ids := []string{"r0", "r1", "r2", "r3"}
+	results := map[string]<-chan result{}
+	send := func(id string) {
+		results[id] = goDo(c, newReq(t, context.Background(), http.MethodGet, rig.front.URL, "/", id, nil))
+	}
+	send("r0") // the free slot
+	eventually(t, func() bool { return n0.has("r0") }, "r0 not placed on the idle node")
+	send("r1") // held: 1 waiting, shallow
+	eventually(t, func() bool { return rig.d.Held() == 1 }, "r1 not held (held %d)", rig.d.Held())
+	assert.False(t, n0.has("r1"), "r1 went ahead with a shallow FIFO")
+	send("r2") // 2 waiting: deep, the head (r1) goes ahead
+	eventually(t, func() bool { return n0.has("r1") }, "r1 not sent ahead with a deep FIFO")
+	assert.Equal(t, 1, rig.d.Held(), "r2 stays held")
+	assert.Equal(t, map[string]int{"n0": 2}, rig.d.Outstanding())
+	send("r3") // 2 waiting again, but n0 already has one ahead per slot
+	eventually(t, func() bool { return rig.d.Held() == 2 }, "r3 not held (held %d)", rig.d.Held())
+	assert.False(t, n0.has("r2"), "more than one request per slot went ahead")
+	for _, id := range ids {
+		n0.open(id)
+		res := await(t, results[id])
+		require.NoError(t, res.err)
+		assert.Equal(t, "n0 "+id, string(res.body))
 	}
 	eventually(t, func() bool { return len(rig.d.Outstanding()) == 0 }, "counts %v", rig.d.Outstanding())
 }

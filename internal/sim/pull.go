@@ -171,7 +171,7 @@ func (e *engine) seen(j int) {
 func (e *engine) dispatch() {
 	for e.dq.len() > 0 {
 		s := e.dq.buf[e.dq.head]
-		i := e.holder.Place(policy.DispatchView{Outstanding: e.dOut, Concurrency: e.dConc, Seq: uint64(e.rSeq[s])})
+		i := e.holder.Place(policy.DispatchView{Outstanding: e.dOut, Concurrency: e.dConc, Seq: uint64(e.rSeq[s]), Held: e.dq.len()})
 		if i < 0 {
 			return
 		}

@@ -151,6 +151,11 @@ type Config struct {
 	// design study knob); Policy must then be "steal". nil runs the
 	// registered steal.
 	Steal *policy.StealConfig
+	// CQAhead, when set, replaces the registered cq's lookahead
+	// (policy.FreeSlotAhead; 0: never ahead, HAProxy's maxconn queue), a
+	// design study knob; Policy must then be "cq". nil runs the registered
+	// cq (policy.CQAhead).
+	CQAhead *int
 	// SizeCap, when positive, clips every request size to at most SizeCap.
 	// Zero (the default) keeps the sizes exactly as the workload draws
 	// them. It is a study knob: docs/sim.md uses it to test whether the
@@ -256,6 +261,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("datagram bytes must be in [200, 65000] for piggyback gossip, got %d", c.DatagramBytes)
 	case c.Steal != nil && c.Policy != "steal":
 		return fmt.Errorf("a steal configuration needs policy steal, got %q", c.Policy)
+	case c.CQAhead != nil && c.Policy != "cq":
+		return fmt.Errorf("a cq lookahead needs policy cq, got %q", c.Policy)
+	case c.CQAhead != nil && (*c.CQAhead < 0 || *c.CQAhead > 1000):
+		return fmt.Errorf("cq lookahead must be in [0, 1000] requests per node, got %d", *c.CQAhead)
 	case c.LoadIndex != policy.IndexCount && c.LoadIndex != policy.IndexWork:
 		return fmt.Errorf("unknown load index %d", int(c.LoadIndex))
 	}
@@ -284,7 +293,12 @@ func (c Config) policy() (policy.Policy, error) {
 	if c.Steal != nil {
 		return policy.NewSteal(*c.Steal)
 	}
-	return policy.Lookup(c.Policy)
+	p, err := policy.Lookup(c.Policy)
+	if err != nil || c.CQAhead == nil {
+		return p, err
+	}
+	p.Holder = policy.FreeSlotAhead(*c.CQAhead)
+	return p, nil
 }
 
 // Load is the offered load per slot: Rate times the mean request size over

@@ -93,6 +93,8 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown command", []string{"bogus"}, "unknown command"},
 		// Unknown flag.
 		{"unknown flag", []string{"run", "--bogus"}, "unknown flag"},
+		// A cq lookahead below -1 (the registered one's).
+		{"bad cq ahead", []string{"sim", "--policies", "cq", "--rates", "10", "--cq-ahead", "-5"}, "--cq-ahead"},
 		// A bad value for a typed flag.
 		{"bad duration", []string{"run", "--targets", "a:1", "--duration", "soon"}, "duration"},
 		// No cluster at all.
@@ -359,6 +361,26 @@ func TestSimCommand(t *testing.T) {
 		"--duration", "5s", "--warmup", "1s", "--limit-from", "nu@40", "--out", out, "-o", "json", "--progress", "none")
 	require.Equal(t, 0, code)
 	assert.Equal(t, stdout, again)
+}
+
+// TestSimCQAhead: --cq-ahead 0 simulates cq without its lookahead, and
+// with a slow dispatch round trip (--transfer-delay 3ms, --control-delay
+// 1ms) near saturation the registered cq, which sends requests ahead
+// when its FIFO is deep, answers faster on average (the same requests).
+func TestSimCQAhead(t *testing.T) {
+	mean := func(extra ...string) float64 {
+		args := append([]string{"sim", "--nodes", "4", "--policies", "cq", "--workload", "custom", "--mean-ms", "20",
+			"--cv", "1", "--rates", "190", "--duration", "20s", "--warmup", "2s", "--transfer-delay", "3ms",
+			"--control-delay", "1ms", "--out", "", "-o", "json", "--progress", "none"}, extra...)
+		code, stdout, stderr := run(t, nil, args...)
+		require.Equal(t, 0, code, stderr)
+		var rep loadgen.Report
+		require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
+		require.Len(t, rep.Rows, 1)
+		return rep.Rows[0].MeanMs
+	}
+	strict, ahead := mean("--cq-ahead", "0"), mean()
+	assert.Less(t, ahead, strict, "sending ahead should hide the dispatch round trip near saturation")
 }
 
 // repoRoot finds the module root (the directory holding go.mod).

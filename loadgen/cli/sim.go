@@ -21,6 +21,7 @@ func newSimCommand(e *env) *cobra.Command {
 		duration time.Duration
 		warmup   time.Duration
 		parallel int
+		cqAhead  int
 		indices  []string
 	)
 	d := sim.DefaultConfig()
@@ -69,12 +70,18 @@ the work-conserving limit.`,
 			if duration <= 0 || warmup < 0 {
 				return usagef("--duration must be positive and --warmup not negative")
 			}
+			if cqAhead < -1 {
+				return usagef("--cq-ahead must be -1 (the registered cq's), 0 (never ahead) or a depth per node, got %d", cqAhead)
+			}
 			var cfgs []sim.Config
 			var cfgLabels []string
 			for _, l := range labels {
 				for _, r := range rs {
 					c := cfg
 					c.Policy, c.LoadIndex = l.policy, l.index
+					if l.policy == "cq" && cqAhead >= 0 {
+						c.CQAhead = &cqAhead
+					}
 					c.Workload, c.Rate, c.Seed = spec, r, wl.seed
 					c.Duration, c.Warmup = warmup+duration, warmup
 					if err := c.Validate(); err != nil {
@@ -128,6 +135,8 @@ the work-conserving limit.`,
 	fs.DurationVar(&cfg.StaleAfter, "stale-after", d.StaleAfter, "age beyond which a load entry is unknown")
 	fs.DurationVar(&cfg.GossipDelay, "gossip-delay", d.GossipDelay, "how long a published load takes to reach the others")
 	fs.DurationVar(&cfg.TransferDelay, "transfer-delay", d.TransferDelay, "how long a moved request takes to reach its target")
+	fs.DurationVar(&cfg.ControlDelay, "control-delay", d.ControlDelay, "how long a small control message takes one way (a pull's ask or miss, cq's completion notice)")
+	fs.IntVar(&cqAhead, "cq-ahead", -1, "cq: FIFO depth per node from which a request goes ahead to a busy node (0: never, HAProxy's maxconn queue; -1: the registered cq's)")
 	fs.IntVar(&parallel, "parallel", 0, "simulations run at once (0: GOMAXPROCS)")
 	fs.StringSliceVar(&indices, "load-index", []string{"count"}, "load indices transfer policies plan on, each a row of its own: count, work (rows POLICY+work; a node learns each route's cost online, as swd --load-index work)")
 	fs.IntVar(&cfg.Cost.Theta, "cost-theta", d.Cost.Theta, "work index: samples averaged before the cost statistic becomes a moving average (as swd --cost-theta)")

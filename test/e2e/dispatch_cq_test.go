@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/swd-project/swd/internal/localcluster"
+	"github.com/swd-project/swd/internal/policy"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 	"github.com/swd-project/swd/test/testutil"
 )
@@ -54,21 +55,31 @@ func longWaits(t *testing.T, admin string) float64 {
 }
 
 // TestDispatcherCQ: `swd --role dispatcher --policy cq` in front of three
-// nodes with m = 2 and apps without a limit of their own. With 90
-// requests of 60 ms at once (15 times the 6 slots), the dispatcher holds a
-// backlog, no app ever serves more than m at once, and no request waits in
-// a node's queue: each went to a node the moment it had a free slot.
-// Then a live switch cq → ct while the dispatcher holds a backlog loses
-// nothing: the held requests drain through ct (which sends beyond m, so
-// now requests do wait at the nodes: the check above can fail), and a
-// switch back to cq holds again.
+// nodes with m = 2 and apps without a limit of their own.
+//
+//   - A shallow backlog (11 requests of 60 ms at once: the 6 slots and 5
+//     held, fewer than cq's lookahead depth of 2 per node): no app ever
+//     serves more than m at once, and no request waits in a node's queue:
+//     each went to a node the moment it had a free slot.
+//   - A deep backlog (90 at once, 15 times the slots): cq sends requests
+//     ahead, but never more than one per slot waits at a node (sampled
+//     queue lengths), and apps still never serve more than m.
+//   - A live switch cq → ct while the dispatcher holds a backlog loses
+//     nothing: the held requests drain through ct, which sends beyond m, so
+//     now more than m wait at a node (the check above can fail).
+//   - A switch back to cq holds again.
 func TestDispatcherCQ(t *testing.T) {
 	const m, nodes, batch = 2, 3, 90
+	shallow := nodes*m + nodes*policy.CQAhead - 1
 	c := startCluster(t, func(cfg *localcluster.Config) {
 		cfg.Nodes, cfg.Concurrency, cfg.Policy, cfg.Dispatcher = nodes, m, "cq", true
 	})
 	disp := c.Info.Dispatcher
 	dctl := testutil.Control(t, disp.GRPC)
+	var nctl []swdv1.ControlClient
+	for _, nd := range c.Info.Nodes {
+		nctl = append(nctl, testutil.Control(t, nd.GRPC))
+	}
 	hc := client()
 	url := func(int) string { return "http://" + disp.HTTP + "/work?ms=60" }
 	// held waits until the dispatcher holds a backlog.
@@ -76,6 +87,28 @@ func TestDispatcherCQ(t *testing.T) {
 		t.Helper()
 		require.Eventually(t, func() bool { return testutil.Status(t, dctl).GetQueueLength() > 0 },
 			30*time.Second, time.Millisecond, "%s: the dispatcher never held a request", phase)
+	}
+	// run sends n requests at once and, until every answer is in, samples
+	// the nodes' queue lengths; it returns the answers and the longest
+	// queue seen. before runs once the requests are on their way.
+	run := func(n int, before func()) ([]answer, int64) {
+		t.Helper()
+		wait := fireAsync(hc, n, url)
+		done := make(chan []answer)
+		go func() { done <- wait() }()
+		before()
+		var longest int64
+		for {
+			select {
+			case answers := <-done:
+				return answers, longest
+			default:
+			}
+			for _, cl := range nctl {
+				longest = max(longest, testutil.Status(t, cl).GetQueueLength())
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
 	}
 	served := func() uint64 {
 		var n uint64
@@ -95,37 +128,48 @@ func TestDispatcherCQ(t *testing.T) {
 		}
 		require.Equal(t, name, testutil.Status(t, dctl).GetPolicy().GetName())
 	}
+	appsWithinM := func(phase string) {
+		t.Helper()
+		for _, nd := range c.Info.Nodes {
+			assert.LessOrEqual(t, testutil.AppStats(t, nd.App).MaxInFlight, int64(m), "%s: %s's app served more than m at once", phase, nd.Name)
+		}
+	}
 
-	// cq alone: held to m.
-	wait := fireAsync(hc, batch, url)
-	held("cq")
-	answers := wait()
-	assert.Equal(t, map[string]int{"200": batch}, countStatus(answers))
+	// cq, shallow backlog: held to m, nothing waits at the nodes.
+	answers, _ := run(shallow, func() { held("cq, shallow") })
+	assert.Equal(t, map[string]int{"200": shallow}, countStatus(answers))
+	appsWithinM("cq, shallow")
 	for _, nd := range c.Info.Nodes {
-		assert.LessOrEqual(t, testutil.AppStats(t, nd.App).MaxInFlight, int64(m), "%s's app served more than m at once", nd.Name)
 		assert.Zero(t, longWaits(t, nd.Admin), "%s: requests waited in its queue: the dispatcher sent it more than m", nd.Name)
 	}
-	assert.EqualValues(t, batch, served())
+	total := uint64(shallow)
+	assert.EqualValues(t, total, served())
 
-	// Switch to ct with a backlog held: nothing lost, the backlog drained.
-	wait = fireAsync(hc, batch, url)
-	held("cq before the switch")
-	setPolicy("ct")
-	answers = wait()
+	// cq, deep backlog: ahead, at most one per slot waiting at a node.
+	answers, longest := run(batch, func() { held("cq, deep") })
 	assert.Equal(t, map[string]int{"200": batch}, countStatus(answers))
-	assert.EqualValues(t, 2*batch, served(), "apps served a different number of requests than were answered")
-	var waited float64
-	for _, nd := range c.Info.Nodes {
-		waited += longWaits(t, nd.Admin)
-	}
-	assert.Positive(t, waited, "ct sent no node more than m: the drained backlog should have queued at the nodes")
+	appsWithinM("cq, deep")
+	assert.LessOrEqual(t, longest, int64(m), "cq let more than one request per slot wait at a node")
+	assert.Positive(t, longest, "cq never sent a request ahead with a deep backlog")
+	total += batch
+	assert.EqualValues(t, total, served())
+
+	// Switch to ct with a backlog held: nothing lost, the backlog drained,
+	// beyond m at the nodes.
+	answers, longest = run(batch, func() {
+		held("cq before the switch")
+		setPolicy("ct")
+	})
+	assert.Equal(t, map[string]int{"200": batch}, countStatus(answers))
+	total += batch
+	assert.EqualValues(t, total, served(), "apps served a different number of requests than were answered")
+	assert.Greater(t, longest, int64(m), "ct never let more than one request per slot wait at a node: the drained backlog should have queued there")
 	assert.Zero(t, testutil.Status(t, dctl).GetQueueLength())
 
 	// And back to cq: it holds again.
 	setPolicy("cq")
-	wait = fireAsync(hc, batch, url)
-	held("cq after the switch back")
-	answers = wait()
+	answers, _ = run(batch, func() { held("cq after the switch back") })
 	assert.Equal(t, map[string]int{"200": batch}, countStatus(answers))
-	assert.EqualValues(t, 3*batch, served(), fmt.Sprintf("after %d batches", 3))
+	total += batch
+	assert.EqualValues(t, total, served(), fmt.Sprintf("after %d batches", 4))
 }
