@@ -257,7 +257,12 @@ func (n *Node) pull(h *queue.Hold, id uint64, peers []string, held time.Time) {
 		addr: n.GRPCAddr, client: n.tc, record: n.m.Pulled,
 		arrive: arriveTimeout, stop: n.stopRun, log: n.log,
 	}.run()
-	n.m.PullIdle(time.Since(held), h.Used())
+	// run releases the hold before it returns, so it has ended: its end,
+	// not run's return, closes the idle time (a late answer to an earlier
+	// ask may have filled it while run was asking the next peer).
+	if at, used, ok := h.Ended(); ok {
+		n.m.PullIdle(at.Sub(held), used)
+	}
 }
 
 // pullClient is the Transfer.Pull call (transfer.Client).

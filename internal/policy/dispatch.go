@@ -82,10 +82,10 @@ const CQAhead = 2
 // FreeSlotAhead returns cq's Holder. It places the FIFO's head on
 // FreeSlot's node when one has a free slot. Otherwise, when the FIFO is
 // deep (at least ahead requests per up node wait, DispatchView.Held), it
-// sends the head ahead: to the up node with the fewest outstanding
-// requests among those below twice their m (at most one request waits at
-// a node per slot), ties to the first at or after Seq mod n. Else -1:
-// keep holding.
+// sends the head ahead, to an up node below twice its m (at most one
+// request waits at a node per slot): the one with the fewest requests
+// already waiting ahead per slot, then the most slots, ties to the first
+// at or after Seq mod n. Else -1: keep holding.
 //
 // Why: a slot that frees stays idle for the round trip of its node's
 // answer to the dispatcher and of the next request back (two hops between
@@ -118,12 +118,25 @@ func FreeSlotAhead(ahead int) HolderFunc {
 			if !d.up(i) || d.Outstanding[i] >= 2*d.slots(i) {
 				continue
 			}
-			if best < 0 || d.Outstanding[i] < d.Outstanding[best] {
+			if best < 0 || aheadBefore(d, i, best) {
 				best = i
 			}
 		}
 		return best
 	}
+}
+
+// aheadBefore reports whether node i is a better place than node j for a
+// request sent ahead: fewer requests already waiting ahead per slot (with
+// every slot busy, Outstanding - m wait), then more slots (the sooner one
+// frees).
+func aheadBefore(d DispatchView, i, j int) bool {
+	si, sj := d.slots(i), d.slots(j)
+	wi, wj := max(d.Outstanding[i]-si, 0), max(d.Outstanding[j]-sj, 0)
+	if a, b := wi*sj, wj*si; a != b {
+		return a < b
+	}
+	return si > sj
 }
 
 // FreeSlotOrLeast is cq's Picker, what a dispatcher that cannot hold

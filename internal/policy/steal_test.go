@@ -443,6 +443,10 @@ func TestFreeSlotAheadTable(t *testing.T) {
 		{"one ahead per slot at most", 2, policy.DispatchView{Outstanding: []int{2, 2, 2, 2}, Held: 100}, -1},
 		// m = 2: a node with 3 outstanding still has room for one more ahead.
 		{"per slot with m 2", 2, policy.DispatchView{Outstanding: []int{4, 3}, Concurrency: []int{2, 2}, Held: 4}, 1},
+		// Per slot, not per node: m = 1 with 1 ahead (1 per slot) loses to m = 4 with 1 ahead (1/4).
+		{"ahead per slot", 2, policy.DispatchView{Outstanding: []int{2, 5}, Concurrency: []int{1, 4}, Held: 4}, 1},
+		// None ahead anywhere: the node with more slots frees one sooner.
+		{"more slots first", 2, policy.DispatchView{Outstanding: []int{1, 4}, Concurrency: []int{1, 4}, Held: 4}, 1},
 		// Down nodes neither count toward the depth nor receive: 2 up, 4 held is deep.
 		{"down nodes skipped", 2, policy.DispatchView{Outstanding: busy, Up: []bool{false, true, false, true}, Held: 4, Seq: 0}, 1},
 		// ahead 0: FreeSlot exactly (HAProxy's maxconn queue).

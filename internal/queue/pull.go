@@ -109,9 +109,10 @@ func (q *Queue) HandHead(peer string, pullID uint64) *Ticket {
 // busy and no local request takes it. It ends exactly once: used by
 // PushHeld, or given back by Release.
 type Hold struct {
-	q    *Queue
-	st   holdState // guarded by q.mu
-	done chan struct{}
+	q     *Queue
+	st    holdState // guarded by q.mu
+	ended time.Time // when it ended; guarded by q.mu
+	done  chan struct{}
 }
 
 type holdState int
@@ -130,6 +131,14 @@ func (h *Hold) Used() bool {
 	h.q.mu.Lock()
 	defer h.q.mu.Unlock()
 	return h.st == holdUsed
+}
+
+// Ended reports when the hold ended (used or released) and whether a
+// pulled request took the slot; ok is false while it is active.
+func (h *Hold) Ended() (at time.Time, used, ok bool) {
+	h.q.mu.Lock()
+	defer h.q.mu.Unlock()
+	return h.ended, h.st == holdUsed, h.st != holdActive
 }
 
 // TryHold takes a free app slot for a pull, when one is free, nothing
@@ -159,6 +168,7 @@ func (h *Hold) releaseLocked() bool {
 		return false
 	}
 	h.st = holdReleased
+	h.ended = time.Now()
 	close(h.done)
 	h.q.nInFlight.Add(-1)
 	h.q.grantLocked()
@@ -187,6 +197,7 @@ func (q *Queue) PushHeld(t *Ticket, h *Hold) error {
 		return err
 	}
 	h.st = holdUsed
+	h.ended = now
 	close(h.done)
 	t.st = stGranted // the hold's in-flight count is now t's
 	if q.cfg.Scheduler != nil {

@@ -107,7 +107,7 @@ func TestDispatcherCQ(t *testing.T) {
 			for _, cl := range nctl {
 				longest = max(longest, testutil.Status(t, cl).GetQueueLength())
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // a few hundred Status calls a second at most
 		}
 	}
 	served := func() uint64 {
@@ -135,7 +135,9 @@ func TestDispatcherCQ(t *testing.T) {
 		}
 	}
 
-	// cq, shallow backlog: held to m, nothing waits at the nodes.
+	// cq, shallow backlog: held to m, nothing waits at the nodes. This
+	// phase must come first: requests sent ahead in a later deep phase
+	// stay outstanding (up to 2m) until answered.
 	answers, _ := run(shallow, func() { held("cq, shallow") })
 	assert.Equal(t, map[string]int{"200": shallow}, countStatus(answers))
 	appsWithinM("cq, shallow")
