@@ -47,8 +47,9 @@ func newPullIdle() *prometheus.HistogramVec {
 	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "swd_pull_idle_seconds",
 		Help: "How long an app slot held for a pull (policy steal) stayed idle: from the hold to the pulled request taking it (filled=\"true\"), or to its release without one (filled=\"false\": every asked peer missed or failed, the request did not arrive in time, or the node stopped). The pull's dead time.",
-		// 50 µs to 5 s: a pull on loopback takes about a millisecond.
-		Buckets: prometheus.ExponentialBucketsRange(0.00005, 5, 24),
+		// 0.5 ms to 0.5 s, doubling: a pull on loopback takes about a
+		// millisecond or two. Few buckets: every node exports them twice.
+		Buckets: prometheus.ExponentialBucketsRange(0.0005, 0.5, 11),
 	}, []string{"filled"})
 	v.WithLabelValues("true")
 	v.WithLabelValues("false")
