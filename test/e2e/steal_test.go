@@ -66,6 +66,38 @@ func TestStealTakesWaitingOldestFirst(t *testing.T) {
 	assert.EqualValues(t, 1, testutil.AppStats(t, n0.App).Served)
 }
 
+// Under steal, a node that has been idle all along pulls when gossip
+// shows it a peer's waiting request (PullRules.OnGossip), not only when
+// one of its own slots frees: node-1 never serves anything before, so it
+// has no completion to trigger a pull. node-0 serves a long request with
+// two short ones waiting behind it; node-1 hears node-0's head and takes
+// them, long before node-0's long request ends. Without pull on gossip
+// they would wait for it and be served by node-0.
+func TestStealPullsOnGossip(t *testing.T) {
+	c := startCluster(t, func(cfg *localcluster.Config) { cfg.Nodes = 2; cfg.Policy = "steal" })
+	n0, n1 := c.Info.Nodes[0], c.Info.Nodes[1]
+	cl0 := testutil.Control(t, n0.GRPC)
+	hc := client()
+
+	long0 := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=8000" })
+	require.Eventually(t, func() bool { return testutil.Status(t, cl0).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
+	const shorts = 2
+	waits := make([]func() []answer, shorts)
+	for i := range shorts {
+		waits[i] = fireAsync(hc, 1, func(int) string { return fmt.Sprintf("http://%s/work?ms=100&r=%d", n0.HTTP, i) })
+	}
+	for i := range shorts {
+		a := waits[i]()[0]
+		require.NoError(t, a.err)
+		require.Equal(t, http.StatusOK, a.status, "r%d", i)
+		assert.Equal(t, n1.Name, a.servedBy, "r%d was not pulled by the idle node", i)
+	}
+	assert.EqualValues(t, 1, testutil.Status(t, cl0).GetInFlight(), "node-0's long request should still run")
+	assert.EqualValues(t, shorts, testutil.AppStats(t, n1.App).Served)
+	require.Equal(t, http.StatusOK, long0()[0].status)
+	assert.EqualValues(t, 1, testutil.AppStats(t, n0.App).Served)
+}
+
 // Transfer.Pull answers "nothing" at once on an empty queue, and hands
 // the head over otherwise: the head travels on the Forward path to the
 // puller, the node the client called still answers it. A request in
