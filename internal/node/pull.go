@@ -236,16 +236,15 @@ func (n *Node) startPull(h *queue.Hold, v policy.View, ids []int) {
 		names = append(names, v.Nodes[id].Name)
 	}
 	id := n.pl.next.Add(1)
-	held := time.Now()
 	n.pl.mu.Lock()
 	n.pl.holds[id] = h
 	n.pl.mu.Unlock()
 	n.pl.inFlight.Add(1)
-	go n.pull(h, id, names, held)
+	go n.pull(h, id, names)
 }
 
 // pull runs one pull of this node's (see pullJob) and forgets it after.
-func (n *Node) pull(h *queue.Hold, id uint64, peers []string, held time.Time) {
+func (n *Node) pull(h *queue.Hold, id uint64, peers []string) {
 	defer func() {
 		n.pl.mu.Lock()
 		delete(n.pl.holds, id)
@@ -257,11 +256,11 @@ func (n *Node) pull(h *queue.Hold, id uint64, peers []string, held time.Time) {
 		addr: n.GRPCAddr, client: n.tc, record: n.m.Pulled,
 		arrive: arriveTimeout, stop: n.stopRun, log: n.log,
 	}.run()
-	// run releases the hold before it returns, so it has ended: its end,
-	// not run's return, closes the idle time (a late answer to an earlier
-	// ask may have filled it while run was asking the next peer).
-	if at, used, ok := h.Ended(); ok {
-		n.m.PullIdle(at.Sub(held), used)
+	// run releases the hold before it returns, so it has ended: from the
+	// hold to its end, not run's return (a late answer to an earlier ask
+	// may have filled it while run was asking the next peer).
+	if d, used, ended := h.HeldFor(); ended {
+		n.m.PullIdle(d, used)
 	}
 }
 

@@ -111,8 +111,14 @@ func (q *Queue) HandHead(peer string, pullID uint64) *Ticket {
 type Hold struct {
 	q     *Queue
 	st    holdState // guarded by q.mu
+	began time.Time // when the slot was held
 	ended time.Time // when it ended; guarded by q.mu
 	done  chan struct{}
+}
+
+// newHold returns a hold on a slot the caller counts in flight.
+func (q *Queue) newHold() *Hold {
+	return &Hold{q: q, began: time.Now(), done: make(chan struct{})}
 }
 
 type holdState int
@@ -133,12 +139,16 @@ func (h *Hold) Used() bool {
 	return h.st == holdUsed
 }
 
-// Ended reports when the hold ended (used or released) and whether a
-// pulled request took the slot; ok is false while it is active.
-func (h *Hold) Ended() (at time.Time, used, ok bool) {
+// HeldFor reports how long the slot was held, from the hold to its end
+// (used or released: the pull's dead time), and whether a pulled request
+// took the slot; ended is false while the hold is active.
+func (h *Hold) HeldFor() (d time.Duration, used, ended bool) {
 	h.q.mu.Lock()
 	defer h.q.mu.Unlock()
-	return h.ended, h.st == holdUsed, h.st != holdActive
+	if h.st == holdActive {
+		return 0, false, false
+	}
+	return h.ended.Sub(h.began), h.st == holdUsed, true
 }
 
 // TryHold takes a free app slot for a pull, when one is free, nothing
@@ -150,7 +160,7 @@ func (q *Queue) TryHold() *Hold {
 		return nil
 	}
 	q.nInFlight.Add(1)
-	return &Hold{q: q, done: make(chan struct{})}
+	return q.newHold()
 }
 
 // Release gives a hold's slot back unless a pulled request took it, and

@@ -539,7 +539,7 @@ func (q *Queue) Done(t *Ticket) {
 		!q.draining && q.nInFlight.Load() <= q.conc.Load() {
 		// The freed slot becomes a hold (its in-flight count stays): the
 		// overtake function pulls into it or releases it to the local head.
-		h := &Hold{q: q, done: make(chan struct{})}
+		h := q.newHold()
 		q.mu.Unlock()
 		(*ov)(h)
 		return

@@ -229,15 +229,15 @@ func (md *model) endHold() {
 	i := md.rng.IntN(len(md.holds))
 	h := md.holds[i]
 	md.holds = slices.Delete(md.holds, i, i+1)
-	_, _, ended := h.Ended()
+	_, _, ended := h.HeldFor()
 	require.False(md.t, ended, "an active hold reports an end")
 	if md.rng.IntN(2) == 0 {
 		md.logf("release hold")
 		require.True(md.t, h.Release(), md)
 		require.False(md.t, h.Release(), "a second release")
 		require.False(md.t, h.Used())
-		at, used, ended := h.Ended()
-		require.True(md.t, ended && !used && !at.IsZero(), "a released hold's end")
+		d, used, ended := h.HeldFor()
+		require.True(md.t, ended && !used && d >= 0, "a released hold's end")
 		md.grant() // a request that arrived meanwhile takes the slot
 		return
 	}
@@ -250,8 +250,8 @@ func (md *model) endHold() {
 	require.NoError(md.t, err, md)
 	require.True(md.t, h.Used())
 	require.False(md.t, h.Release(), "a used hold released")
-	at, used, ended := h.Ended()
-	require.True(md.t, ended && used && !at.IsZero(), "a used hold's end")
+	d, used, ended := h.HeldFor()
+	require.True(md.t, ended && used && d >= 0, "a used hold's end")
 	mt.key, mt.seq = mt.tk.Key, md.pushes
 	md.pushes++
 	md.all = append(md.all, mt)

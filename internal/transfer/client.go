@@ -157,6 +157,7 @@ func (c *Client) ForwardThen(ctx context.Context, addr string, msg *swdv1.Forwar
 		return res, errors.Join(swderr.ErrRefused, swderr.ErrUnreachable, err)
 	}
 	if err := ready(ctx, cc); err != nil {
+		// Nothing was sent: the peer cannot have taken the request.
 		return res, errors.Join(swderr.ErrRefused, swderr.ErrUnreachable, fmt.Errorf("peer %s: %w", addr, err))
 	}
 	stream, err := swdv1.NewTransferClient(cc).Forward(ctx, msg)
