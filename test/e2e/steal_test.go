@@ -18,6 +18,15 @@ import (
 	"github.com/swd-project/swd/test/testutil"
 )
 
+// serving sends node (its HTTP address) one request of ms and waits until
+// it is the one request node's app serves (cl is node's control client).
+func serving(t *testing.T, hc *http.Client, node string, cl swdv1.ControlClient, ms int) (wait func() []answer) {
+	t.Helper()
+	wait = fireAsync(hc, 1, func(int) string { return fmt.Sprintf("http://%s/work?ms=%d", node, ms) })
+	require.Eventually(t, func() bool { return testutil.Status(t, cl).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
+	return wait
+}
+
 // Under steal, a node whose slot frees with nothing waiting takes a busy
 // peer's waiting requests, oldest first. node-0 serves a long request
 // with four short ones waiting behind it, queued in order r0..r3; node-1
@@ -31,10 +40,8 @@ func TestStealTakesWaitingOldestFirst(t *testing.T) {
 	cl0, cl1 := testutil.Control(t, n0.GRPC), testutil.Control(t, n1.GRPC)
 	hc := client()
 
-	long1 := fireAsync(hc, 1, func(int) string { return "http://" + n1.HTTP + "/work?ms=3000" })
-	require.Eventually(t, func() bool { return testutil.Status(t, cl1).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
-	long0 := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=9000" })
-	require.Eventually(t, func() bool { return testutil.Status(t, cl0).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
+	long1 := serving(t, hc, n1.HTTP, cl1, 3000)
+	long0 := serving(t, hc, n0.HTTP, cl0, 9000)
 	const shorts = 4
 	waits := make([]func() []answer, shorts)
 	for i := range shorts {
@@ -79,8 +86,7 @@ func TestStealPullsOnGossip(t *testing.T) {
 	cl0 := testutil.Control(t, n0.GRPC)
 	hc := client()
 
-	long0 := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=8000" })
-	require.Eventually(t, func() bool { return testutil.Status(t, cl0).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
+	long0 := serving(t, hc, n0.HTTP, cl0, 8000)
 	const shorts = 2
 	waits := make([]func() []answer, shorts)
 	for i := range shorts {
@@ -125,10 +131,8 @@ func TestPullRPC(t *testing.T) {
 	// Both nodes busy, and one request waiting at node-0 (policy none: only
 	// this test's pulls move anything).
 	hc := client()
-	long1 := fireAsync(hc, 1, func(int) string { return "http://" + n1.HTTP + "/work?ms=1500" })
-	require.Eventually(t, func() bool { return testutil.Status(t, cl1).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
-	long0 := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=1500" })
-	require.Eventually(t, func() bool { return testutil.Status(t, cl0).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
+	long1 := serving(t, hc, n1.HTTP, cl1, 1500)
+	long0 := serving(t, hc, n0.HTTP, cl0, 1500)
 	short := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=10" })
 	waitQueue(t, cl0, 1)
 
@@ -167,10 +171,8 @@ func TestStealOvertake(t *testing.T) {
 	cl0, cl1 := testutil.Control(t, n0.GRPC), testutil.Control(t, n1.GRPC)
 	hc := client()
 
-	long1 := fireAsync(hc, 1, func(int) string { return "http://" + n1.HTTP + "/work?ms=6000" })
-	require.Eventually(t, func() bool { return testutil.Status(t, cl1).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
-	long0 := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=1500" })
-	require.Eventually(t, func() bool { return testutil.Status(t, cl0).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
+	long1 := serving(t, hc, n1.HTTP, cl1, 6000)
+	long0 := serving(t, hc, n0.HTTP, cl0, 1500)
 	old := fireAsync(hc, 1, func(int) string { return "http://" + n1.HTTP + "/work?ms=100&r=old" })
 	waitQueue(t, cl1, 1)
 	time.Sleep(500 * time.Millisecond) // the age gap the scenario needs, not a synchronisation
@@ -199,10 +201,8 @@ func TestStealPullerDiesMidPull(t *testing.T) {
 	cl0, cl1 := testutil.Control(t, n0.GRPC), testutil.Control(t, n1.GRPC)
 	hc := client()
 
-	long1 := fireAsync(hc, 1, func(int) string { return "http://" + n1.HTTP + "/work?ms=500" })
-	require.Eventually(t, func() bool { return testutil.Status(t, cl1).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
-	long0 := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=3000" })
-	require.Eventually(t, func() bool { return testutil.Status(t, cl0).GetInFlight() == 1 }, 10*time.Second, 2*time.Millisecond)
+	long1 := serving(t, hc, n1.HTTP, cl1, 500)
+	long0 := serving(t, hc, n0.HTTP, cl0, 3000)
 	first := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=5000&r=0" })
 	waitQueue(t, cl0, 1)
 	second := fireAsync(hc, 1, func(int) string { return "http://" + n0.HTTP + "/work?ms=50&r=1" })
