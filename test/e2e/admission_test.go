@@ -53,12 +53,9 @@ func TestSQSNoStartedSessionFails(t *testing.T) {
 	assert.Zero(t, res.FirstFailed, "refusals are answers, not timeouts: %v", res.Failures)
 
 	// The learnt limits and the session counters are on /metrics.
-	resp, err = http.Get("http://" + node.Admin + "/metrics")
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	assert.Contains(t, string(body), `swd_route_limit{route="GET /heavy"}`)
-	assert.Contains(t, string(body), `swd_sessions_total{result="refused"}`)
+	body := metricsText(t, node.Admin)
+	assert.Contains(t, body, `swd_route_limit{route="GET /heavy"}`)
+	assert.Contains(t, body, `swd_sessions_total{result="refused"}`)
 	// ... and in status (swdctl status's LIMIT column, /ui's routes).
 	limits := map[string]int32{}
 	for _, r := range testutil.Status(t, testutil.Control(t, node.GRPC)).GetRoutes() {

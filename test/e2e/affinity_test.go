@@ -188,12 +188,7 @@ func TestHotKeySpills(t *testing.T) {
 // metricValue reads one series' value from a node's /metrics.
 func metricValue(t *testing.T, admin, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(metricsText(t, admin), "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			var f float64
 			_, err := fmt.Sscan(v, &f)

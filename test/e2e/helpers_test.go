@@ -121,3 +121,14 @@ func countStatus(as []answer) map[string]int {
 	}
 	return m
 }
+
+// metricsText fetches a node's admin /metrics as text.
+func metricsText(t *testing.T, admin string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}

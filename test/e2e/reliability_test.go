@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -324,13 +323,8 @@ func offer(t *testing.T, c *localcluster.Cluster, rate int, dur time.Duration, m
 // bound at or above min, and how many were observed in all.
 func queueWaitsAbove(t *testing.T, admin string, atLeast time.Duration) (above, total uint64) {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
 	bound, below := math.Inf(1), uint64(0)
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(metricsText(t, admin), "\n") {
 		name, rest, ok := strings.Cut(line, " ")
 		if !ok {
 			continue
