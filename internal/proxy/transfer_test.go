@@ -288,14 +288,7 @@ func (headThenFail) Forward(_ *swdv1.ForwardRequest, s swdv1.Transfer_ForwardSer
 // after the head aborts the client's response (the head cannot be taken
 // back), and nothing is re-run.
 func TestTransferBrokenAfterHeadAbortsClient(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gs := grpc.NewServer()
-	swdv1.RegisterTransferServer(gs, headThenFail{})
-	go func() { _ = gs.Serve(ln) }()
-	t.Cleanup(gs.Stop)
-
-	na := newNode(t, "node-a", nodeOpts{peers: peerMap{"node-c": ln.Addr().String()}})
+	na := newNode(t, "node-a", nodeOpts{peers: peerMap{"node-c": fakePeer(t, headThenFail{})}})
 	c := newHTTPClient(t)
 	holder := hold(t, c, na, "holder")
 	x := goDo(c, newReq(t, context.Background(), http.MethodGet, na.front.URL, "/", "x", nil))
@@ -353,14 +346,7 @@ func TestServeTransferredReportsQueueWait(t *testing.T) {
 // recover panics: it must return an error, not panic(http.ErrAbortHandler)
 // (which would crash the daemon).
 func TestServeTransferredNeverPanics(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gs := grpc.NewServer()
-	swdv1.RegisterTransferServer(gs, headThenFail{})
-	go func() { _ = gs.Serve(ln) }()
-	t.Cleanup(gs.Stop)
-
-	nb := newNode(t, "node-b", nodeOpts{peers: peerMap{"node-c": ln.Addr().String()}, cfg: func(c *Config) { c.MaxHops = 2 }})
+	nb := newNode(t, "node-b", nodeOpts{peers: peerMap{"node-c": fakePeer(t, headThenFail{})}, cfg: func(c *Config) { c.MaxHops = 2 }})
 	c := newHTTPClient(t)
 	holder := hold(t, c, nb, "holder")
 
@@ -387,6 +373,19 @@ func TestServeTransferredNeverPanics(t *testing.T) {
 	require.NoError(t, await(t, holder).err)
 }
 
+// fakePeer serves srv as a Transfer service on a free loopback port until
+// the test ends, and returns its address.
+func fakePeer(t *testing.T, srv swdv1.TransferServer) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer()
+	swdv1.RegisterTransferServer(gs, srv)
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+	return ln.Addr().String()
+}
+
 // canceledPeer is a Transfer service whose calls end Canceled before any
 // answer, as a peer whose own call was cut does.
 type canceledPeer struct {
@@ -402,14 +401,7 @@ func (canceledPeer) Forward(*swdv1.ForwardRequest, swdv1.Transfer_ForwardServer)
 // waits: never the empty 200 of a handler that wrote nothing, which is what
 // a cancellation taken for "client gone" used to give.
 func TestTransferCanceledByPeerAnswers502(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gs := grpc.NewServer()
-	swdv1.RegisterTransferServer(gs, canceledPeer{})
-	go func() { _ = gs.Serve(ln) }()
-	t.Cleanup(gs.Stop)
-
-	na := newNode(t, "node-a", nodeOpts{peers: peerMap{"node-c": ln.Addr().String()}})
+	na := newNode(t, "node-a", nodeOpts{peers: peerMap{"node-c": fakePeer(t, canceledPeer{})}})
 	c := newHTTPClient(t)
 	holder := hold(t, c, na, "holder")
 	x := goDo(c, newReq(t, context.Background(), http.MethodPost, na.front.URL, "/", "x", strings.NewReader("payload")))
