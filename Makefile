@@ -166,8 +166,8 @@ bench-sqs: build ## session throughput with --admission none, page, sqs from bel
 
 demo: build ## start an 8-node loopback cluster, compare policies and HAProxy's central queue on the burst workload, print the table (CSV and plots in results/demo)
 	@bash scripts/ensure-haproxy.sh >/dev/null 2>&1 || true
-	$(BIN)/loadgen compare --local 8 --workload burst --scale 0.5 --rates 120,200,280,320 \
-		--warmup 2s --duration 6s --cooldown 1s --settle 500ms --policies rr,ct,ll,nu,nu-exact --peers haproxy-cq \
+	$(BIN)/loadgen compare --local 8 --workload burst --scale 0.5 --rates 200,280,320,360 \
+		--warmup 2s --duration 6s --cooldown 1s --settle 500ms --policies rr,ct,ll,nu,nu-exact,steal,cq --peers haproxy-cq \
 		--limit-from nu@280 --progress lines --out results/demo
 
 clean: ## remove build outputs
