@@ -45,7 +45,7 @@ const testChunk = 1024
 
 // startServer runs a Transfer server for backend on 127.0.0.1:0 and returns
 // its address and the gRPC server (stopped at cleanup).
-func startServer(t *testing.T, backend transfer.Backend, mem transfer.MembershipChecker) (string, *grpc.Server) {
+func startServer(t testing.TB, backend transfer.Backend, mem transfer.MembershipChecker) (string, *grpc.Server) {
 	t.Helper()
 	cfg := transfer.DefaultServerConfig()
 	cfg.NodeName = "node-b"
@@ -61,7 +61,7 @@ func startServer(t *testing.T, backend transfer.Backend, mem transfer.Membership
 	return ln.Addr().String(), gs
 }
 
-func newClient(t *testing.T) *transfer.Client {
+func newClient(t testing.TB) *transfer.Client {
 	t.Helper()
 	c, err := transfer.NewClient(transfer.DefaultClientConfig())
 	require.NoError(t, err)
