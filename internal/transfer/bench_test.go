@@ -30,8 +30,9 @@ const pingBytes = 24
 // same exchange of pingBytes as raw bytes on one TCP connection and as UDP
 // datagrams: what gRPC adds over the sockets. Client and server share this
 // process, so the figures are a floor for two processes on a busy machine
-// (docs/measurements/steal-deadtime.txt has the cluster's). Run it as make
-// bench does, and under ../shared/tools/under-load to see contention.
+// (docs/measurements/steal-deadtime.txt has the cluster's). make bench
+// runs it; under busy loops (bash scripts/under-load.sh -n 2 go test ...)
+// it shows a contended machine.
 func BenchmarkPullRoundTrip(b *testing.B) {
 	b.Run("grpc", func(b *testing.B) {
 		addr, _ := startServer(b, emptyHead{}, members{"node-a": true})
