@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -25,6 +26,10 @@ func (emptyHead) HandHead(string, uint64) (string, bool) { return "", false }
 // pingBytes is about the size of a marshalled PullRequest or PullResponse.
 const pingBytes = 24
 
+// benchLimit bounds one benchmark run: a lost datagram or a stuck peer
+// fails it instead of hanging it.
+const benchLimit = 2 * time.Minute
+
 // BenchmarkPullRoundTrip times one Transfer.Pull on loopback (ns/op is the
 // round trip a steal pull waits before its request can come), beside the
 // same exchange of pingBytes as raw bytes on one TCP connection and as UDP
@@ -37,12 +42,13 @@ func BenchmarkPullRoundTrip(b *testing.B) {
 	b.Run("grpc", func(b *testing.B) {
 		addr, _ := startServer(b, emptyHead{}, members{"node-a": true})
 		c := newClient(b)
-		ctx := context.Background()
+		ctx, cancel := context.WithTimeout(context.Background(), benchLimit)
+		defer cancel()
 		_, err := c.Pull(ctx, addr, "node-a", 1) // connect outside the timing
 		require.NoError(b, err)
 		b.ResetTimer()
 		for i := range b.N {
-			if _, err := c.Pull(ctx, addr, "node-a", uint64(i+1)); err != nil {
+			if _, err := c.Pull(ctx, addr, "node-a", uint64(i+2)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -104,6 +110,7 @@ func echo(ln net.Listener) {
 
 // pingPong times b.N exchanges of pingBytes on conn.
 func pingPong(b *testing.B, conn net.Conn) {
+	require.NoError(b, conn.SetDeadline(time.Now().Add(benchLimit)))
 	buf := make([]byte, pingBytes)
 	b.ResetTimer()
 	for range b.N {
