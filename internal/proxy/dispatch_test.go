@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,11 +14,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/transfer"
-	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 
 // gatedNode is a dispatch target: a Transfer server whose backend holds
@@ -79,13 +76,7 @@ func newGatedNode(t *testing.T, name string) *gatedNode {
 	cfg.NodeName = name
 	srv, err := transfer.NewServer(cfg, g, members{"dispatcher": true})
 	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gs := grpc.NewServer()
-	swdv1.RegisterTransferServer(gs, srv)
-	go func() { _ = gs.Serve(ln) }()
-	t.Cleanup(gs.Stop)
-	g.addr = ln.Addr().String()
+	g.addr = fakePeer(t, srv)
 	return g
 }
 

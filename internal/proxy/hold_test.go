@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,12 +14,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 
 	"github.com/swd-project/swd/internal/policy"
 	"github.com/swd-project/swd/internal/swderr"
 	"github.com/swd-project/swd/internal/transfer"
-	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
 
 // serveTransfer starts a Transfer gRPC server named name in front of
@@ -31,13 +28,7 @@ func serveTransfer(t *testing.T, name string, backend transfer.Backend) string {
 	cfg.NodeName = name
 	srv, err := transfer.NewServer(cfg, backend, members{"dispatcher": true})
 	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gs := grpc.NewServer()
-	swdv1.RegisterTransferServer(gs, srv)
-	go func() { _ = gs.Serve(ln) }()
-	t.Cleanup(gs.Stop)
-	return ln.Addr().String()
+	return fakePeer(t, srv)
 }
 
 // countingNode serves each request for a short random time and records

@@ -47,9 +47,18 @@ const testChunk = 1024
 // its address and the gRPC server (stopped at cleanup).
 func startServer(t testing.TB, backend transfer.Backend, mem transfer.MembershipChecker) (string, *grpc.Server) {
 	t.Helper()
+	return startServerWith(t, nil, backend, mem)
+}
+
+// startServerWith is startServer with cfg changed by mutate (nil: none).
+func startServerWith(t testing.TB, mutate func(*transfer.ServerConfig), backend transfer.Backend, mem transfer.MembershipChecker) (string, *grpc.Server) {
+	t.Helper()
 	cfg := transfer.DefaultServerConfig()
 	cfg.NodeName = "node-b"
 	cfg.ChunkSize = testChunk
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	srv, err := transfer.NewServer(cfg, backend, mem)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

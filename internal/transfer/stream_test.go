@@ -29,21 +29,8 @@ import (
 // startStreamServer is startServer with cfg changed by mutate.
 func startStreamServer(t *testing.T, mutate func(*transfer.ServerConfig), backend transfer.Backend) string {
 	t.Helper()
-	cfg := transfer.DefaultServerConfig()
-	cfg.NodeName = "node-b"
-	cfg.ChunkSize = testChunk
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	srv, err := transfer.NewServer(cfg, backend, members{"node-a": true})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gs := grpc.NewServer()
-	swdv1.RegisterTransferServer(gs, srv)
-	go func() { _ = gs.Serve(ln) }()
-	t.Cleanup(gs.Stop)
-	return ln.Addr().String()
+	addr, _ := startServerWith(t, mutate, backend, members{"node-a": true})
+	return addr
 }
 
 // takingBackend reads the announced body exactly (io.ReadFull of
