@@ -60,7 +60,7 @@ cross: ## GOOS=darwin go build ./... and GOOS=windows go vet of the portable pac
 	GOOS=darwin $(GO) build ./...
 	GOOS=windows $(GO) vet $(PORTABLE)
 
-bench: build ## print performance figures: micro-benchmarks (a Pull round trip beside raw TCP and UDP among them), swd's added latency and throughput, one transfer hop, core placement (pinned apart vs unpinned)
+bench: build ## print performance figures: micro-benchmarks (a Pull round trip beside raw TCP and UDP, in one process and between two, among them), swd's added latency and throughput, one transfer hop, core placement (pinned apart vs unpinned)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/queue/ ./internal/policy/ ./internal/sim/ ./internal/cohort/ ./internal/cost/ ./internal/transfer/
 	$(GO) run ./test/bench/proxy
 	$(GO) run ./test/bench/pinning --bin-dir $(BIN)
