@@ -30,10 +30,10 @@ func longWaits(t *testing.T, admin string) float64 {
 // TestDispatcherCQ: `swd --role dispatcher --policy cq` in front of three
 // nodes with m = 2 and apps without a limit of their own.
 //
-//   - A shallow backlog (11 requests of 60 ms at once: the 6 slots and 5
-//     held, fewer than cq's lookahead depth of 2 per node): no app ever
-//     serves more than m at once, and no request waits in a node's queue:
-//     each went to a node the moment it had a free slot.
+//   - A shallow backlog (60 ms requests at once: one per slot, and one
+//     fewer held than cq's lookahead depth, policy.CQAhead per node): no
+//     app ever serves more than m at once, and no request waits in a
+//     node's queue: each went to a node the moment it had a free slot.
 //   - A deep backlog (90 at once, 15 times the slots): cq sends requests
 //     ahead, but never more than one per slot waits at a node (sampled
 //     queue lengths), and apps still never serve more than m.
