@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
+	"github.com/swd-project/swd/internal/stats"
 	"github.com/swd-project/swd/internal/transfer"
 	swdv1 "github.com/swd-project/swd/proto/swd/v1"
 )
@@ -35,18 +35,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// allMembers accepts every sender.
-type allMembers struct{}
-
-func (allMembers) IsMember(string) bool { return true }
-
 // runBenchPeer serves a Transfer server (nothing to hand over) and a TCP
 // echo on loopback, prints "grpc-address tcp-address" on out, and returns
 // when in ends (its parent closed the pipe or died).
 func runBenchPeer(in io.Reader, out io.Writer) error {
 	cfg := transfer.DefaultServerConfig()
 	cfg.NodeName = "node-b"
-	srv, err := transfer.NewServer(cfg, emptyHead{}, allMembers{})
+	srv, err := transfer.NewServer(cfg, emptyHead{}, members{"node-a": true})
 	if err != nil {
 		return err
 	}
@@ -102,13 +97,7 @@ func BenchmarkPullRoundTripProcess(b *testing.B) {
 		defer conn.Close()
 		require.NoError(b, conn.SetDeadline(time.Now().Add(benchLimit)))
 		buf := make([]byte, pingBytes)
-		timeGapped(b, func(int) error {
-			if _, err := conn.Write(buf); err != nil {
-				return err
-			}
-			_, err := io.ReadFull(conn, buf)
-			return err
-		})
+		timeGapped(b, func(int) error { return ping(conn, buf) })
 	})
 }
 
@@ -163,7 +152,7 @@ func startBenchPeer(b *testing.B) (grpcAddr, tcpAddr string) {
 // timeGapped runs exchange b.N times, pullGap apart, and reports the mean
 // round trip as ns/op with its 50th and 90th percentiles.
 func timeGapped(b *testing.B, exchange func(i int) error) {
-	d := make([]time.Duration, 0, b.N)
+	ns := make([]float64, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {
 		time.Sleep(pullGap)
@@ -171,20 +160,11 @@ func timeGapped(b *testing.B, exchange func(i int) error) {
 		if err := exchange(i); err != nil {
 			b.Fatal(err)
 		}
-		d = append(d, time.Since(t))
+		ns = append(ns, float64(time.Since(t).Nanoseconds()))
 	}
 	b.StopTimer()
-	var sum time.Duration
-	for _, x := range d {
-		sum += x
-	}
-	slices.Sort(d)
-	b.ReportMetric(float64(sum.Nanoseconds())/float64(len(d)), "ns/op")
-	b.ReportMetric(float64(rank(d, 50).Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(rank(d, 90).Nanoseconds()), "p90-ns")
-}
-
-// rank is the p-th percentile of sorted d, nearest rank.
-func rank(d []time.Duration, p int) time.Duration {
-	return d[max((len(d)*p+99)/100-1, 0)]
+	sum := stats.Summarize(ns) // sorts ns
+	b.ReportMetric(sum.Mean, "ns/op")
+	b.ReportMetric(sum.P50, "p50-ns")
+	b.ReportMetric(stats.Percentile(ns, 90), "p90-ns")
 }

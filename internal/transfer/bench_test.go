@@ -114,11 +114,17 @@ func pingPong(b *testing.B, conn net.Conn) {
 	buf := make([]byte, pingBytes)
 	b.ResetTimer()
 	for range b.N {
-		if _, err := conn.Write(buf); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(conn, buf); err != nil {
+		if err := ping(conn, buf); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// ping writes buf on conn and reads as many bytes back into it.
+func ping(conn net.Conn, buf []byte) error {
+	if _, err := conn.Write(buf); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(conn, buf)
+	return err
 }
